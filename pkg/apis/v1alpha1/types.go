@@ -1,0 +1,299 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIVersion is the only apiVersion this package accepts.
+const APIVersion = "lardon3d.io/v1alpha1"
+
+// KindTask is the only kind this package accepts.
+const KindTask = "Task"
+
+// Task is one unit of batch work dropped into the spool as a YAML manifest.
+// The user owns metadata and spec; the controller owns status.
+type Task struct {
+	// APIVersion must be lardon3d.io/v1alpha1.
+	APIVersion string `json:"apiVersion"`
+	// Kind must be Task.
+	Kind string `json:"kind"`
+	// Metadata names and labels the task.
+	Metadata ObjectMeta `json:"metadata,omitempty"`
+	// Spec is what the user asks for.
+	Spec TaskSpec `json:"spec"`
+	// Status is written by the controller only.
+	Status TaskStatus `json:"status,omitempty"`
+}
+
+// ObjectMeta is the faithful subset of Kubernetes' ObjectMeta a Task carries.
+type ObjectMeta struct {
+	// Name defaults to the manifest's file name without its extension.
+	Name string `json:"name,omitempty"`
+	// Labels are free key/value pairs for selection and display.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are free key/value pairs for tools.
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Generation is informational; the controller derives the effective
+	// generation from the spec's hash (see TaskStatus.SpecHash).
+	Generation int64 `json:"generation,omitempty"`
+}
+
+// TaskClass names the kind of photogrammetry step; it keys the governor's
+// per-class batch history.
+type TaskClass string
+
+// The task classes of SPEC.md.
+const (
+	ClassImport     TaskClass = "import"
+	ClassThumbnails TaskClass = "thumbnails"
+	ClassExif       TaskClass = "exif"
+	ClassFeatures   TaskClass = "features"
+	ClassMatching   TaskClass = "matching"
+	ClassSfM        TaskClass = "sfm"
+	ClassDepthMaps  TaskClass = "depthmaps"
+	ClassMesh       TaskClass = "mesh"
+	ClassTexture    TaskClass = "texture"
+	ClassCustom     TaskClass = "custom"
+)
+
+// TaskSpec is the user's request.
+type TaskSpec struct {
+	// Class is one of import|thumbnails|exif|features|matching|sfm|depthmaps|mesh|texture|custom (default custom).
+	Class TaskClass `json:"class,omitempty"`
+	// Command is run once per batch, without a shell; $(VAR) expands like Kubernetes.
+	Command []string `json:"command"`
+	// WorkingDir is where the command runs and where items.glob is resolved;
+	// relative paths are relative to the spool directory.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Env is added to the batch environment.
+	Env []EnvVar `json:"env,omitempty"`
+	// Items lists the work, as exactly one of count, files or glob.
+	Items Items `json:"items"`
+	// DependsOn names tasks that must be Done before this one is admitted.
+	DependsOn []string `json:"dependsOn,omitempty"`
+	// Resources is the resource estimate handed to the governor.
+	Resources Resources `json:"resources,omitempty"`
+	// Retries is how many times a failed batch is retried, with exponential backoff.
+	Retries int32 `json:"retries,omitempty"`
+	// BatchTimeout kills a batch that runs longer (0: no limit).
+	BatchTimeout *metav1.Duration `json:"batchTimeout,omitempty"`
+	// Paused stops the task's processes (SIGSTOP) while keeping its reservation.
+	Paused bool `json:"paused,omitempty"`
+}
+
+// EnvVar is one environment variable for the command.
+type EnvVar struct {
+	// Name of the variable.
+	Name string `json:"name"`
+	// Value of the variable; $(VAR) references expand.
+	Value string `json:"value,omitempty"`
+}
+
+// Items is exactly one of Count, Files or Glob.
+type Items struct {
+	// Count is a number of anonymous items, indexed from 0.
+	Count *int64 `json:"count,omitempty"`
+	// Files lists item paths, relative to workingDir or absolute.
+	Files []string `json:"files,omitempty"`
+	// Glob is a pattern relative to workingDir, resolved once and sorted.
+	Glob string `json:"glob,omitempty"`
+}
+
+// Resources is the estimate of SPEC.md (Lardon3DResourceEstimate).
+type Resources struct {
+	// Fixed is paid once per batch.
+	Fixed Cost `json:"fixed,omitempty"`
+	// PerItem is paid for every item of a batch.
+	PerItem Cost `json:"perItem,omitempty"`
+	// PerThread is paid for every thread granted.
+	PerThread Cost `json:"perThread,omitempty"`
+	// Batch bounds the batch size.
+	Batch BatchBounds `json:"batch,omitempty"`
+	// Threads is the number of threads wished; the contract may grant fewer.
+	Threads int32 `json:"threads,omitempty"`
+	// MinThreads is the fewest threads the command can run with.
+	MinThreads int32 `json:"minThreads,omitempty"`
+	// IOSlots is the number of heavy-IO slots a batch holds.
+	IOSlots int32 `json:"ioSlots,omitempty"`
+	// GPUSlots is the number of GPU slots a batch holds.
+	GPUSlots int32 `json:"gpuSlots,omitempty"`
+	// Scratch is the scratch disk lease a batch needs.
+	Scratch *resource.Quantity `json:"scratch,omitempty"`
+}
+
+// Cost is an amount of memory and GPU memory.
+type Cost struct {
+	// Memory is RAM.
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// GPUMemory is GPU memory (VRAM, or RAM on unified-memory GPUs).
+	GPUMemory *resource.Quantity `json:"gpuMemory,omitempty"`
+}
+
+// BatchBounds bounds the number of items in one batch.
+type BatchBounds struct {
+	// Min is the smallest useful batch (default 1).
+	Min int64 `json:"min,omitempty"`
+	// Max is the largest batch wished (default: the item count).
+	Max int64 `json:"max,omitempty"`
+}
+
+// Phase is where a task is in its life.
+type Phase string
+
+// The phases. Allowed transitions are listed on each; AllowedTransition is the
+// single place that encodes them.
+const (
+	// PhasePending: known, waiting for dependencies or admission.
+	// → Reserved, Rejected, Failed (a dependency failed stays Pending with a condition).
+	PhasePending Phase = "Pending"
+	// PhaseReserved: the governor granted a reservation; a worker is taking it.
+	// → Running, Paused, Pending (cancelled before start), Failed.
+	PhaseReserved Phase = "Reserved"
+	// PhaseRunning: a worker is executing batches.
+	// → Paused, Done, Failed, Pending (controller restart or requeue).
+	PhaseRunning Phase = "Running"
+	// PhasePaused: spec.paused is true; the reservation is kept.
+	// → Running, Pending (restart), Failed.
+	PhasePaused Phase = "Paused"
+	// PhaseDone: every item processed. Terminal; a spec edit → Pending.
+	PhaseDone Phase = "Done"
+	// PhaseFailed: a batch failed past its retries or could not start.
+	// Terminal; a spec edit → Pending.
+	PhaseFailed Phase = "Failed"
+	// PhaseRejected: invalid spec or a demand that can never fit.
+	// Terminal; a spec edit → Pending.
+	PhaseRejected Phase = "Rejected"
+)
+
+// TaskStatus is written back into the manifest by the controller.
+type TaskStatus struct {
+	// Phase is the task's phase.
+	Phase Phase `json:"phase,omitempty"`
+	// ObservedGeneration is the generation of the spec the status describes.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// SpecHash identifies the spec of ObservedGeneration; a different hash
+	// means the user edited the spec (a new generation).
+	SpecHash string `json:"specHash,omitempty"`
+	// QueueSeq is the task's FIFO position; it survives controller restarts.
+	QueueSeq int64 `json:"queueSeq,omitempty"`
+	// Conditions say why the task is where it is.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Reservation is the contract the task currently holds.
+	Reservation *Contract `json:"reservation,omitempty"`
+	// Progress counts committed work; items [0, itemsDone) are done.
+	Progress Progress `json:"progress,omitempty"`
+	// LastBatch describes the most recent batch.
+	LastBatch *BatchRecord `json:"lastBatch,omitempty"`
+	// ProcessGroup identifies the batch in flight, so that a restarted
+	// controller can kill what a crashed one left.
+	ProcessGroup *ProcessGroupRef `json:"processGroup,omitempty"`
+	// StartTime is when the first batch started.
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the task reached a terminal phase.
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// LogFile is the path of the task's output log.
+	LogFile string `json:"logFile,omitempty"`
+}
+
+// Contract is the public snapshot of a governor reservation.
+type Contract struct {
+	// Batch is the number of items granted.
+	Batch int64 `json:"batch"`
+	// BatchRequested is the number of items asked for.
+	BatchRequested int64 `json:"batchRequested"`
+	// Threads is the number of threads granted.
+	Threads int32 `json:"threads"`
+	// Memory is the RAM reserved.
+	Memory resource.Quantity `json:"memory"`
+	// GPUMemory is the GPU memory reserved.
+	GPUMemory *resource.Quantity `json:"gpuMemory,omitempty"`
+	// IOSlots held.
+	IOSlots int32 `json:"ioSlots,omitempty"`
+	// GPUSlots held.
+	GPUSlots int32 `json:"gpuSlots,omitempty"`
+	// Scratch is the scratch lease.
+	Scratch *resource.Quantity `json:"scratch,omitempty"`
+	// ScratchDir is the leased scratch directory.
+	ScratchDir string `json:"scratchDir,omitempty"`
+	// Generation is the governor generation the contract was granted in.
+	Generation uint64 `json:"generation,omitempty"`
+	// GrantedAt is when the contract was granted.
+	GrantedAt metav1.Time `json:"grantedAt"`
+}
+
+// Progress counts committed work.
+type Progress struct {
+	// ItemsDone is the number of items whose batch exited 0.
+	ItemsDone int64 `json:"itemsDone"`
+	// ItemsTotal is the number of items of the task.
+	ItemsTotal int64 `json:"itemsTotal"`
+	// BatchesDone is the number of batches that exited 0.
+	BatchesDone int64 `json:"batchesDone"`
+}
+
+// BatchRecord describes one batch run.
+type BatchRecord struct {
+	// Index is the batch's number, from 0.
+	Index int64 `json:"index"`
+	// Start is the index of the batch's first item.
+	Start int64 `json:"start"`
+	// Size is the number of items.
+	Size int64 `json:"size"`
+	// Threads granted.
+	Threads int32 `json:"threads,omitempty"`
+	// StartTime of the batch.
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// EndTime of the batch (nil while running).
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+	// ExitCode of the command (nil while running or when killed).
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// Reason is why the batch ended, when not a plain exit.
+	Reason string `json:"reason,omitempty"`
+	// PeakMemory is the process group's peak resident memory.
+	PeakMemory *resource.Quantity `json:"peakMemory,omitempty"`
+	// Attempt is the attempt number for this batch, from 1.
+	Attempt int32 `json:"attempt,omitempty"`
+}
+
+// ProcessGroupRef identifies a process group across controller restarts.
+type ProcessGroupRef struct {
+	// PGID is the process group id (the leader's pid).
+	PGID int `json:"pgid"`
+	// StartTicks is the leader's start time in clock ticks since boot
+	// (/proc/PID/stat field 22), so a reused pid is never killed.
+	StartTicks uint64 `json:"startTicks"`
+}
+
+// Condition types used in status.conditions.
+const (
+	// ConditionValid is False when the spec is invalid.
+	ConditionValid = "Valid"
+	// ConditionDependenciesReady is False while a dependency is not Done.
+	ConditionDependenciesReady = "DependenciesReady"
+	// ConditionAdmitted is False while the governor says Wait, with its message.
+	ConditionAdmitted = "Admitted"
+	// ConditionSpecApplied is False when the file holds spec edits the
+	// running task cannot take yet.
+	ConditionSpecApplied = "SpecApplied"
+	// ConditionComplete is True on Done, False on Failed/Rejected.
+	ConditionComplete = "Complete"
+)
+
+// Condition reasons that are not governor reasons.
+const (
+	ReasonInvalidSpec            = "InvalidSpec"
+	ReasonDuplicateName          = "DuplicateName"
+	ReasonWaitingForDependencies = "WaitingForDependencies"
+	ReasonDependencyFailed       = "DependencyFailed"
+	ReasonDependencyCycle        = "DependencyCycle"
+	ReasonDependencyMissing      = "DependencyMissing"
+	ReasonMemoryExceeded         = "MemoryExceeded"
+	ReasonBatchTimeout           = "BatchTimeout"
+	ReasonCommandNotFound        = "CommandNotFound"
+	ReasonExitCode               = "NonZeroExit"
+	ReasonCompleted              = "Completed"
+	ReasonAdmitted               = "Admitted"
+	ReasonSpecChangePending      = "SpecChangePending"
+	ReasonPaused                 = "Paused"
+)

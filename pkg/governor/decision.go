@@ -1,0 +1,33 @@
+package governor
+
+// Decision is the governor's answer to an estimate. "Does not fit" is a
+// decision naming the budget that ran short, never an error.
+type Decision struct {
+	// Verdict is ADMIT, REDUCE_BATCH, WAIT or REJECT.
+	Verdict Verdict
+	// Reason is the machine-readable cause.
+	Reason Reason
+	// Budget is the budget that ran short (BudgetNone on Admit).
+	Budget Budget
+	// Batch and Threads are what was (or would be) granted on Admit and
+	// ReduceBatch; on Wait and Reject, the smallest demand that was tried.
+	Batch   int64
+	Threads int
+	// Need, Free and Margin are the numbers of the short budget, in its
+	// unit (bytes, threads or slots); Reservations counts the active ones.
+	Need, Free, Margin int64
+	Reservations       int
+}
+
+// Reservation is an opaque, copyable handle on reserved budgets. Only an
+// active reservation authorises running work.
+type Reservation struct {
+	id       uint64
+	contract Contract
+}
+
+// Contract returns the reservation's contract: exactly what may be used.
+func (r Reservation) Contract() Contract { return r.contract }
+
+// ID returns the reservation's identifier, unique for the governor's life.
+func (r Reservation) ID() uint64 { return r.id }

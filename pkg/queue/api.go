@@ -1,0 +1,152 @@
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+)
+
+// Admitter is the queue's view of the governor. The queue never judges
+// resources itself: it asks, and obeys the verdict.
+type Admitter interface {
+	// Refresh hands the governor a fresh snapshot of the machine. The queue
+	// calls it once per scan and at every sequence break.
+	Refresh()
+	// Reserve is the governor's atomic decide-and-reserve. ok is true when a
+	// reservation was granted (verdict Admit or ReduceBatch).
+	Reserve(e governor.Estimate) (d governor.Decision, r governor.Reservation, ok bool)
+	// Release returns a reservation's budgets; a second release is an error.
+	Release(r governor.Reservation) error
+	// RecordBatch adds a finished batch to the governor's history.
+	RecordBatch(class string, rec governor.BatchRecord)
+	// Changed is closed at the next governor generation change (hardware
+	// seen or gone, limits changed).
+	Changed() <-chan struct{}
+}
+
+// BatchRunner starts one batch of a task as real processes. The queue knows
+// nothing of commands: the runner finds them from the task name.
+type BatchRunner interface {
+	// Start launches the batch. An error means it could not start at all
+	// (for example the command does not exist); the task then fails.
+	Start(ctx context.Context, b Batch) (RunningBatch, error)
+}
+
+// RunningBatch is a batch in flight.
+type RunningBatch interface {
+	// Pause stops every process of the batch (SIGSTOP to the group).
+	Pause() error
+	// Resume continues them (SIGCONT).
+	Resume() error
+	// Cancel terminates the group (SIGTERM, then SIGKILL after a grace period).
+	Cancel()
+	// Wait blocks until the batch has ended and every process is gone.
+	Wait() BatchResult
+}
+
+// Batch is one batch to run, under a contract.
+type Batch struct {
+	// Task is the task's name.
+	Task string
+	// Index is the batch's number within the task, from 0.
+	Index int64
+	// Start is the first item's index; Size the number of items.
+	Start, Size int64
+	// Total is the task's item count.
+	Total int64
+	// Attempt is 1 for the first try of this batch.
+	Attempt int
+	// Contract is what the batch may use.
+	Contract governor.Contract
+	// Timeout kills the batch when it runs longer (0: none).
+	Timeout time.Duration
+}
+
+// BatchResult is how a batch ended.
+type BatchResult struct {
+	// ExitCode of the command; -1 when it was killed.
+	ExitCode int
+	// Reason is empty for a plain exit, else one of v1alpha1's reasons
+	// (MemoryExceeded, BatchTimeout, CommandNotFound) or "Cancelled".
+	Reason string
+	// Message explains Reason with numbers.
+	Message string
+	// PeakMemoryBytes is the group's peak resident memory.
+	PeakMemoryBytes int64
+	// Started and Ended bound the batch.
+	Started, Ended time.Time
+}
+
+// Task is what the queue knows of a task: enough to order it, ask the
+// governor, and cut it into batches.
+type Task struct {
+	// Name is unique among the queue's tasks.
+	Name string
+	// Seq orders the FIFO; lower first. Ties break by Name.
+	Seq int64
+	// Estimate is handed to the governor as is, except BatchMax which the
+	// queue caps by the items left (and halves after a MemoryExceeded).
+	Estimate governor.Estimate
+	// ItemsTotal is the number of items; ItemsDone of them are committed.
+	ItemsTotal, ItemsDone int64
+	// BatchesDone is the number of committed batches.
+	BatchesDone int64
+	// DependsOn names tasks that must be Done first.
+	DependsOn []string
+	// Paused holds the task (before start) or stops its batch (while running).
+	Paused bool
+	// Retries per batch, with exponential backoff from RetryBackoff.
+	Retries int
+	// BatchTimeout per batch (0: none).
+	BatchTimeout time.Duration
+	// Terminal is set for a task that already ended (Done, Failed or
+	// Rejected); such a task is kept only so its dependents can be resolved.
+	Terminal v1alpha1.Phase
+}
+
+// EventType says what happened to a task.
+type EventType int
+
+// The event types.
+const (
+	// EventPhase: the task moved to Event.Phase.
+	EventPhase EventType = iota + 1
+	// EventWaiting: the task stays Pending; Reason and Message say why
+	// (the governor's words, or a dependency).
+	EventWaiting
+	// EventBatchStarted: a batch started (Event.Batch set, Result nil).
+	EventBatchStarted
+	// EventBatchEnded: a batch ended (Event.Batch and Event.Result set);
+	// when it exited 0, ItemsDone and BatchesDone include it.
+	EventBatchEnded
+)
+
+// Event is one thing that happened to a task, for the reconciler to write.
+type Event struct {
+	// Type of the event.
+	Type EventType
+	// Task name.
+	Task string
+	// Phase of the task after the event.
+	Phase v1alpha1.Phase
+	// Reason and Message (machine-readable and human).
+	Reason, Message string
+	// Contract held, when any.
+	Contract *governor.Contract
+	// ItemsDone and BatchesDone after the event.
+	ItemsDone, BatchesDone int64
+	// Batch concerned, for batch events.
+	Batch *Batch
+	// Result of the batch, for EventBatchEnded.
+	Result *BatchResult
+	// Time of the event (the queue's clock).
+	Time time.Time
+}
+
+// Observer receives the queue's events, in order per task. It must not block
+// for long and must not call back into the queue.
+type Observer interface {
+	Observe(e Event)
+}
