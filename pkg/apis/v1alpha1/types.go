@@ -15,21 +15,21 @@ const KindTask = "Task"
 // The user owns metadata and spec; the controller owns status.
 type Task struct {
 	// APIVersion must be lardon3d.io/v1alpha1.
-	APIVersion string `json:"apiVersion"`
+	APIVersion string `json:"apiVersion" validate:"eq=lardon3d.io/v1alpha1"`
 	// Kind must be Task.
-	Kind string `json:"kind"`
+	Kind string `json:"kind" validate:"eq=Task"`
 	// Metadata names and labels the task.
-	Metadata ObjectMeta `json:"metadata,omitempty"`
+	Metadata ObjectMeta `json:"metadata,omitzero"`
 	// Spec is what the user asks for.
 	Spec TaskSpec `json:"spec"`
 	// Status is written by the controller only.
-	Status TaskStatus `json:"status,omitempty"`
+	Status TaskStatus `json:"status,omitzero" validate:"-"`
 }
 
 // ObjectMeta is the faithful subset of Kubernetes' ObjectMeta a Task carries.
 type ObjectMeta struct {
 	// Name defaults to the manifest's file name without its extension.
-	Name string `json:"name,omitempty"`
+	Name string `json:"name,omitempty" validate:"required,dnsname"`
 	// Labels are free key/value pairs for selection and display.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations are free key/value pairs for tools.
@@ -60,22 +60,22 @@ const (
 // TaskSpec is the user's request.
 type TaskSpec struct {
 	// Class is one of import|thumbnails|exif|features|matching|sfm|depthmaps|mesh|texture|custom (default custom).
-	Class TaskClass `json:"class,omitempty"`
+	Class TaskClass `json:"class,omitempty" validate:"omitempty,oneof=import thumbnails exif features matching sfm depthmaps mesh texture custom"`
 	// Command is run once per batch, without a shell; $(VAR) expands like Kubernetes.
 	Command []string `json:"command"`
 	// WorkingDir is where the command runs and where items.glob is resolved;
 	// relative paths are relative to the spool directory.
 	WorkingDir string `json:"workingDir,omitempty"`
 	// Env is added to the batch environment.
-	Env []EnvVar `json:"env,omitempty"`
+	Env []EnvVar `json:"env,omitempty" validate:"dive"`
 	// Items lists the work, as exactly one of count, files or glob.
 	Items Items `json:"items"`
 	// DependsOn names tasks that must be Done before this one is admitted.
-	DependsOn []string `json:"dependsOn,omitempty"`
+	DependsOn []string `json:"dependsOn,omitempty" validate:"dive,dnsname"`
 	// Resources is the resource estimate handed to the governor.
-	Resources Resources `json:"resources,omitempty"`
+	Resources Resources `json:"resources,omitzero"`
 	// Retries is how many times a failed batch is retried, with exponential backoff.
-	Retries int32 `json:"retries,omitempty"`
+	Retries int32 `json:"retries,omitempty" validate:"min=0,max=100"`
 	// BatchTimeout kills a batch that runs longer (0: no limit).
 	BatchTimeout *metav1.Duration `json:"batchTimeout,omitempty"`
 	// Paused stops the task's processes (SIGSTOP) while keeping its reservation.
@@ -85,7 +85,7 @@ type TaskSpec struct {
 // EnvVar is one environment variable for the command.
 type EnvVar struct {
 	// Name of the variable.
-	Name string `json:"name"`
+	Name string `json:"name" validate:"required,envname"`
 	// Value of the variable; $(VAR) references expand.
 	Value string `json:"value,omitempty"`
 }
@@ -93,31 +93,31 @@ type EnvVar struct {
 // Items is exactly one of Count, Files or Glob.
 type Items struct {
 	// Count is a number of anonymous items, indexed from 0.
-	Count *int64 `json:"count,omitempty"`
+	Count *int64 `json:"count,omitempty" validate:"omitnil,min=1,max=10000000"`
 	// Files lists item paths, relative to workingDir or absolute.
-	Files []string `json:"files,omitempty"`
+	Files []string `json:"files,omitempty" validate:"dive,required"`
 	// Glob is a pattern relative to workingDir, resolved once and sorted.
-	Glob string `json:"glob,omitempty"`
+	Glob string `json:"glob,omitempty" validate:"omitempty,globpattern"`
 }
 
 // Resources is the estimate of SPEC.md (Lardon3DResourceEstimate).
 type Resources struct {
 	// Fixed is paid once per batch.
-	Fixed Cost `json:"fixed,omitempty"`
+	Fixed Cost `json:"fixed,omitzero"`
 	// PerItem is paid for every item of a batch.
-	PerItem Cost `json:"perItem,omitempty"`
+	PerItem Cost `json:"perItem,omitzero"`
 	// PerThread is paid for every thread granted.
-	PerThread Cost `json:"perThread,omitempty"`
+	PerThread Cost `json:"perThread,omitzero"`
 	// Batch bounds the batch size.
-	Batch BatchBounds `json:"batch,omitempty"`
+	Batch BatchBounds `json:"batch,omitzero"`
 	// Threads is the number of threads wished; the contract may grant fewer.
-	Threads int32 `json:"threads,omitempty"`
+	Threads int32 `json:"threads,omitempty" validate:"min=1,max=4096"`
 	// MinThreads is the fewest threads the command can run with.
-	MinThreads int32 `json:"minThreads,omitempty"`
+	MinThreads int32 `json:"minThreads,omitempty" validate:"min=1"`
 	// IOSlots is the number of heavy-IO slots a batch holds.
-	IOSlots int32 `json:"ioSlots,omitempty"`
+	IOSlots int32 `json:"ioSlots,omitempty" validate:"min=0,max=1024"`
 	// GPUSlots is the number of GPU slots a batch holds.
-	GPUSlots int32 `json:"gpuSlots,omitempty"`
+	GPUSlots int32 `json:"gpuSlots,omitempty" validate:"min=0,max=1024"`
 	// Scratch is the scratch disk lease a batch needs.
 	Scratch *resource.Quantity `json:"scratch,omitempty"`
 }
@@ -133,9 +133,10 @@ type Cost struct {
 // BatchBounds bounds the number of items in one batch.
 type BatchBounds struct {
 	// Min is the smallest useful batch (default 1).
-	Min int64 `json:"min,omitempty"`
-	// Max is the largest batch wished (default: the item count).
-	Max int64 `json:"max,omitempty"`
+	Min int64 `json:"min,omitempty" validate:"min=1"`
+	// Max is the largest batch wished (default: the item count; with items.glob,
+	// 0 stands for the count once resolved, see BatchBounds.EffectiveMax).
+	Max int64 `json:"max,omitempty" validate:"min=0"`
 }
 
 // Phase is where a task is in its life.
@@ -156,10 +157,11 @@ const (
 	// PhasePaused: spec.paused is true; the reservation is kept.
 	// → Running, Pending (restart), Failed.
 	PhasePaused Phase = "Paused"
-	// PhaseDone: every item processed. Terminal; a spec edit → Pending.
+	// PhaseDone: every item processed. Terminal; a spec edit → Pending (or
+	// Rejected when the edited spec is invalid).
 	PhaseDone Phase = "Done"
 	// PhaseFailed: a batch failed past its retries or could not start.
-	// Terminal; a spec edit → Pending.
+	// Terminal; a spec edit → Pending (or Rejected when the edited spec is invalid).
 	PhaseFailed Phase = "Failed"
 	// PhaseRejected: invalid spec or a demand that can never fit.
 	// Terminal; a spec edit → Pending.

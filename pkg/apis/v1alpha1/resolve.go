@@ -1,0 +1,104 @@
+package v1alpha1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// ErrNoItems: items.glob matched no file.
+var ErrNoItems = errors.New("no items")
+
+// SpecHash identifies a spec: the first 16 hex digits of the SHA-256 of its
+// canonical JSON (fields in declaration order, map keys sorted, quantities
+// in canonical form, so 1Gi and 1024Mi hash alike). spec.paused is left out:
+// pausing or resuming is not a new generation. Hash the defaulted spec (as
+// ParseManifest returns it), so that writing a default explicitly is not an
+// edit either.
+func SpecHash(spec TaskSpec) string {
+	spec.Paused = false
+	b, err := json.Marshal(spec)
+	if err != nil {
+		// A TaskSpec always marshals; keep the hash total anyway.
+		b = fmt.Appendf(nil, "%#v", spec)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// ResolveWorkingDir is the directory the command runs in and items are
+// resolved against: spec.workingDir when absolute, joined to spoolDir when
+// relative, spoolDir when empty. The result is cleaned, not made absolute.
+func ResolveWorkingDir(spec TaskSpec, spoolDir string) string {
+	switch wd := spec.WorkingDir; {
+	case wd == "":
+		return filepath.Clean(spoolDir)
+	case filepath.IsAbs(wd):
+		return filepath.Clean(wd)
+	default:
+		return filepath.Join(spoolDir, wd)
+	}
+}
+
+// ResolveItems lists the task's items, baseDir being the spool directory:
+//   - count n: "0" … "n-1";
+//   - files: each path made absolute against the working directory, in the
+//     order given;
+//   - glob: the absolute paths matching the pattern (relative to the working
+//     directory), sorted; an error wrapping ErrNoItems when nothing matches.
+//
+// It allocates one string per item: with count near MaxItemCount, use
+// ItemCount instead.
+func ResolveItems(spec TaskSpec, baseDir string) ([]string, error) {
+	it := spec.Items
+	switch {
+	case it.Count != nil:
+		n := *it.Count
+		if n < 0 || n > MaxItemCount {
+			return nil, fmt.Errorf("resolve items: count %d out of [0, %d]", n, MaxItemCount)
+		}
+		out := make([]string, n)
+		for i := range out {
+			out[i] = strconv.Itoa(i)
+		}
+		return out, nil
+	case it.Files != nil:
+		wd, err := filepath.Abs(ResolveWorkingDir(spec, baseDir))
+		if err != nil {
+			return nil, fmt.Errorf("resolve items: working directory: %w", err)
+		}
+		out := make([]string, len(it.Files))
+		for i, f := range it.Files {
+			if filepath.IsAbs(f) {
+				out[i] = filepath.Clean(f)
+			} else {
+				out[i] = filepath.Join(wd, f)
+			}
+		}
+		return out, nil
+	case it.Glob != "":
+		wd, err := filepath.Abs(ResolveWorkingDir(spec, baseDir))
+		if err != nil {
+			return nil, fmt.Errorf("resolve items: working directory: %w", err)
+		}
+		pattern := it.Glob
+		if !filepath.IsAbs(pattern) {
+			pattern = filepath.Join(wd, pattern)
+		}
+		out, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("resolve items: glob %q: %w", it.Glob, err)
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("resolve items: glob %q in %s: %w", it.Glob, wd, ErrNoItems)
+		}
+		sort.Strings(out)
+		return out, nil
+	}
+	return nil, fmt.Errorf("resolve items: none of count, files, glob is set: %w", ErrNoItems)
+}

@@ -1,0 +1,138 @@
+package v1alpha1
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestSpecHash(t *testing.T) {
+	a := validTask().Spec
+	h := SpecHash(a)
+	if len(h) != 16 {
+		t.Fatalf("hash %q, want 16 hex digits", h)
+	}
+	if SpecHash(validTask().Spec) != h {
+		t.Error("hash is not stable")
+	}
+	b := validTask().Spec
+	b.Paused = true
+	if SpecHash(b) != h {
+		t.Error("pausing changed the hash: a pause is not a new generation")
+	}
+	c := validTask().Spec
+	c.Resources.PerItem.Memory = qty("1Gi")
+	d := validTask().Spec
+	d.Resources.PerItem.Memory = qty("1024Mi")
+	if SpecHash(c) != SpecHash(d) || SpecHash(c) == h {
+		t.Error("equal quantities must hash alike, a new quantity must change the hash")
+	}
+	for _, edit := range []func(*TaskSpec){
+		func(s *TaskSpec) { s.Command = append(s.Command, "--x") },
+		func(s *TaskSpec) { s.Retries = 3 },
+		func(s *TaskSpec) { s.Resources.Threads = 2 },
+		func(s *TaskSpec) { s.BatchTimeout = &metav1.Duration{Duration: 1} },
+		func(s *TaskSpec) { s.DependsOn = []string{"a"} },
+	} {
+		e := validTask().Spec
+		edit(&e)
+		if SpecHash(e) == h {
+			t.Errorf("edit %+v kept the hash", e)
+		}
+	}
+}
+
+func TestResolveWorkingDir(t *testing.T) {
+	for _, tc := range []struct{ wd, spool, want string }{
+		{"", "/spool", "/spool"},
+		{"", "/spool/", "/spool"},
+		{"data/castle", "/spool", "/spool/data/castle"},
+		{"../data", "/spool", "/data"},
+		{"/data/castle/", "/spool", "/data/castle"},
+	} {
+		if got := ResolveWorkingDir(TaskSpec{WorkingDir: tc.wd}, tc.spool); got != tc.want {
+			t.Errorf("ResolveWorkingDir(%q, %q) = %q, want %q", tc.wd, tc.spool, got, tc.want)
+		}
+	}
+}
+
+func TestResolveItems(t *testing.T) {
+	spool := t.TempDir()
+	imgs := filepath.Join(spool, "castle", "images")
+	if err := os.MkdirAll(imgs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"b.jpg", "a.jpg", "c.png", "10.jpg"} {
+		if err := os.WriteFile(filepath.Join(imgs, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		spec TaskSpec
+		want []string
+		err  error
+	}{
+		{"count", TaskSpec{Items: Items{Count: ptr[int64](3)}}, []string{"0", "1", "2"}, nil},
+		{"files relative and absolute", TaskSpec{WorkingDir: "castle", Items: Items{Files: []string{"images/b.jpg", "/abs/x.jpg", "../y.jpg"}}},
+			[]string{imgs + "/b.jpg", "/abs/x.jpg", spool + "/y.jpg"}, nil},
+		{"glob sorted", TaskSpec{WorkingDir: "castle", Items: Items{Glob: "images/*.jpg"}},
+			[]string{imgs + "/10.jpg", imgs + "/a.jpg", imgs + "/b.jpg"}, nil},
+		{"glob absolute workingDir", TaskSpec{WorkingDir: imgs, Items: Items{Glob: "*.png"}}, []string{imgs + "/c.png"}, nil},
+		{"glob no match", TaskSpec{WorkingDir: "castle", Items: Items{Glob: "*.tif"}}, nil, ErrNoItems},
+		{"no items", TaskSpec{}, nil, ErrNoItems},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ResolveItems(tc.spec, spool)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEffectiveBatch(t *testing.T) {
+	for _, tc := range []struct {
+		b            BatchBounds
+		total        int64
+		wantMax, min int64
+	}{
+		{BatchBounds{Min: 1, Max: 0}, 40, 40, 1},   // glob default: the resolved count
+		{BatchBounds{Min: 1, Max: 128}, 40, 40, 1}, // never above the item count
+		{BatchBounds{Min: 8, Max: 16}, 40, 16, 8},  // as written
+		{BatchBounds{Min: 50, Max: 0}, 40, 40, 40}, // min capped by the count
+		{BatchBounds{Min: 1, Max: 0}, 0, 1, 1},     // never below 1
+		{BatchBounds{Min: 2, Max: 10}, 0, 10, 2},   // count unknown: Max
+	} {
+		if got := tc.b.EffectiveMax(tc.total); got != tc.wantMax {
+			t.Errorf("%+v.EffectiveMax(%d) = %d, want %d", tc.b, tc.total, got, tc.wantMax)
+		}
+		if got := tc.b.EffectiveMin(tc.total); got != tc.min {
+			t.Errorf("%+v.EffectiveMin(%d) = %d, want %d", tc.b, tc.total, got, tc.min)
+		}
+		s := TaskSpec{Resources: Resources{Batch: tc.b}}
+		if s.EffectiveBatchMax(tc.total) != tc.wantMax {
+			t.Errorf("TaskSpec.EffectiveBatchMax disagrees with BatchBounds.EffectiveMax")
+		}
+	}
+}
+
+func TestNameFromFile(t *testing.T) {
+	for in, want := range map[string]string{
+		"/spool/a.yaml": "a", "b.yml": "b", "c.d.yaml": "c.d", "e.json": "e.json", "": "", "/": "",
+	} {
+		if got := NameFromFile(in); got != want {
+			t.Errorf("NameFromFile(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
