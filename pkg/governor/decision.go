@@ -17,12 +17,23 @@ type Decision struct {
 	// unit (bytes, threads or slots); Reservations counts the active ones.
 	Need, Free, Margin int64
 	Reservations       int
+	// BatchRequested and ThreadsRequested echo the estimate's BatchMax and
+	// Threads, for the message.
+	BatchRequested   int64
+	ThreadsRequested int
+	// Signal and Threshold are the deferring signal's value and limit on
+	// LoadHigh (load average) and IOPressure (PSI io some avg10, percent).
+	Signal, Threshold float64
+	// Detail names the rule an invalid estimate broke (a constant string).
+	Detail string
 }
 
 // Reservation is an opaque, copyable handle on reserved budgets. Only an
 // active reservation authorises running work.
 type Reservation struct {
 	id       uint64
+	owner    uint64 // the issuing governor's instance number
+	slot     int32  // index in the governor's slot table
 	contract Contract
 }
 

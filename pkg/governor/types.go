@@ -51,6 +51,10 @@ type Snapshot struct {
 	CgroupMemoryLimit int64
 	// CgroupMemoryUsage is the cgroup's current usage (0 when no limit).
 	CgroupMemoryUsage int64
+	// WorkMemoryUsage is the resident memory of the controller's own running
+	// batches when the caller measures it (0: unknown or none). It lets the
+	// governor avoid counting running reservations twice; see doc.go.
+	WorkMemoryUsage int64
 	// SwapTotal and SwapFree cover every swap device except zram.
 	SwapTotal, SwapFree int64
 	// ZramTotal and ZramFree cover zram swap devices.

@@ -1,0 +1,110 @@
+// Package governor is the only owner of the machine's budgets: RAM, GPU
+// memory and GPU slots, CPU threads, IO slots and scratch disk. It turns a
+// task's Estimate into a Decision and, atomically, into a Reservation whose
+// Contract is exactly what the worker may use.
+//
+// # What it owns, what it never does
+//
+// The governor is pure bookkeeping. It is handed Snapshots of the machine by
+// a probe (pkg/probe) through Update and never opens /proc, /sys, a file or
+// YAML, never starts a goroutine and never sleeps. Time comes from an
+// injected clock (WithClock). It never revokes a granted reservation: a
+// snapshot that shrinks a budget only makes new demands wait.
+//
+// # API
+//
+//   - New(Config, ...Option): budgets bounded by configuration, like Slurm's
+//     RealMemory or the kubelet's system-reserved. Zero fields take defaults
+//     (see Config); negative ones mean none.
+//   - Update(Snapshot): the machine's state. The generation is bumped, and
+//     every channel from Changed is closed, when the hardware registry
+//     changes (first snapshot, GPU or scratch volume seen, gone or resized,
+//     cgroup memory limit, memory capacity or usable CPUs changed).
+//   - Decide(Estimate) Decision: an observation, perishable, no reservation.
+//   - Reserve(Estimate) (Decision, Reservation, bool): decide and reserve
+//     every budget at once under the mutex, all or nothing.
+//   - Release(Reservation): exactly once. Ids grow monotonically, so a
+//     reservation that was issued (id < next id) and is not active is its own
+//     tombstone: a second Release returns ErrAlreadyReleased and changes no
+//     counter, without any per-reservation memory kept. Scratch leases go
+//     with their reservation.
+//   - RecordBatch / History: a bounded per-class history of finished batches
+//     and the fitted cost per item and per thread.
+//   - Budgets: a copy of every budget and signal, for the CLI and metrics.
+//   - Close: destroys the remaining reservations; every later call returns
+//     ErrClosed (Decide and Reserve answer Wait with reason Closed, so a
+//     shutting-down queue never marks a task Rejected).
+//
+// # Decisions
+//
+// A decision is a small enum (Admit, ReduceBatch, Wait, Reject), a reason
+// from a closed set, the budget that ran short and its numbers. "Does not
+// fit" is a decision, never an error. Messages are formatted on demand by
+// Decision.Message, so deciding never allocates. The checks run in order:
+//
+//  1. Closed → Wait Closed; invalid estimate → Reject InvalidEstimate;
+//     no snapshot → Wait NoSnapshot.
+//  2. Demands that can never fit, even with no reservation at all → Reject:
+//     minThreads above the usable CPUs, IO or GPU slots above their totals,
+//     memory at (batch.min, minThreads) above capacity − margin, GPU memory
+//     above every GPU's memory − margin (ExceedsCapacity); a GPU demand with
+//     no GPU (NoGPU); a scratch demand with no scratch volume (NoScratch).
+//     Overflowing demands are ExceedsCapacity.
+//  3. Deferrals of new admissions: load average above LoadThreshold × CPUs
+//     (LoadHigh), PSI io some avg10 above IOPressureThreshold for demands
+//     holding IO slots (IOPressure). A deferral ends only after its signal
+//     stayed at or below the threshold for Config.Hysteresis, measured on
+//     the injected clock from the first snapshot back below.
+//  4. Slots and scratch (NoIOSlot, NoGPUSlot, NoScratch), then CPU: threads
+//     are a budget, usable = CPUs − reserved CPUs; free < minThreads →
+//     Wait NoFreeCPU.
+//  5. Memory and GPU memory (InsufficientMemory, InsufficientGPUMemory,
+//     GPUUnknown when only unmeasurable GPUs remain). Threads granted =
+//     min(wished, free threads), lowered towards minThreads only when
+//     batch.min does not fit; the batch is then the largest n in [min, max]
+//     with fixed + perItem·n + perThread·threads within every budget,
+//     computed by division. Admit when n = max and threads = wished, else
+//     ReduceBatch.
+//
+// A GPU demand holds at least one GPU slot. On a unified-memory GPU its GPU
+// costs join the RAM costs in the RAM envelope; on a dedicated GPU they go
+// to that GPU's VRAM budget (total, or free if lower, minus its margin and
+// reservations). Among several GPUs the one giving the largest batch wins.
+// Swap and zram are reported in Budgets and never counted as RAM.
+//
+// # The RAM rule
+//
+// Let capacity = min(MemTotal, cgroup limit, Config.MemoryCapacity),
+// available = min(MemAvailable, cgroup limit − cgroup usage), reserved the
+// sum of active reservations and inUse the snapshot's WorkMemoryUsage
+// (resident memory of our own running batches) clamped to [0, reserved]:
+//
+//	free = min(capacity − margin − reserved,
+//	           available − margin − (reserved − inUse))
+//
+// The first term never over-commits the capacity. The second reacts to
+// memory used outside the controller. The kernel already subtracted from
+// MemAvailable what our running batches use, so only the part of the
+// reservations not yet in use (reserved − inUse) is subtracted again: no
+// double count when the caller measures inUse. When it does not (inUse = 0)
+// the rule is exactly the issue's min(MemAvailable, physical, cgroup) −
+// margin − reservations: safe, but running work is counted twice, so the
+// machine is under-used until WorkMemoryUsage is filled.
+//
+// Example: 16GiB, margin 1GiB, one batch reserved 6GiB and uses 5GiB,
+// foreign processes use 2GiB, so MemAvailable ≈ 9GiB. Capacity term:
+// 16 − 1 − 6 = 9GiB. Available term with inUse = 5GiB: 9 − 1 − 1 = 7GiB,
+// which is the truth (16 − 1 − 6 − 2). With inUse unknown: 9 − 1 − 6 = 2GiB.
+//
+// # Lock
+//
+// One mutex, Governor.mu, guards every mutable field, grouped in the
+// struct `mu struct{ sync.Mutex; ... }`. Helpers that expect it held are
+// named lockedX and say REQUIRES: g.mu held. The governor calls nothing
+// outside itself while holding it, so it has no lock order with other
+// packages. Running totals (reserved memory, threads, slots, per-GPU and
+// per-volume bytes) make Decide and Reserve O(GPUs + volumes), independent
+// of the number of active reservations; active reservations live in a
+// slice-backed slot table with a free list, so reserve and release do not
+// allocate in steady state.
+package governor

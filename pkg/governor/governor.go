@@ -1,0 +1,542 @@
+package governor
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Sentinel errors of the reservation life cycle.
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("governor closed")
+	// ErrAlreadyReleased is returned by a second Release of a reservation
+	// (its tombstone); no counter changes.
+	ErrAlreadyReleased = errors.New("reservation already released")
+	// ErrUnknownReservation is returned for a reservation this governor
+	// never issued (the zero Reservation, or another governor's).
+	ErrUnknownReservation = errors.New("unknown reservation")
+)
+
+// instances numbers governors so that a reservation from another governor is
+// recognised.
+var instances atomic.Uint64
+
+// gpuEntry is one GPU of the registry. Entries keep their index while any
+// reservation refers to them; an absent entry with no reference may be
+// reused for a new GPU.
+type gpuEntry struct {
+	id, name                string
+	present, known, unified bool
+	total, free, margin     int64
+	reserved                int64 // VRAM reserved (dedicated GPUs only)
+	refs                    int   // active reservations on this GPU
+}
+
+// scratchEntry is one scratch volume of the registry, indexed like gpuEntry.
+type scratchEntry struct {
+	path                string
+	present, rotational bool
+	free, reserved      int64
+	refs                int
+}
+
+// slot is one entry of the reservation table. A slot is active between its
+// reservation's grant and release; released slots go to the free list.
+type slot struct {
+	id                       uint64
+	active                   bool
+	gpu, vol                 int32 // registry indexes, -1 for none
+	threads, io, gpuSlots    int32
+	memory, gpuMemory, bytes int64 // bytes: scratch lease
+}
+
+// deferral is the hysteresis state of one deferring signal.
+type deferral struct {
+	active     bool
+	belowSince time.Time // when the signal went back below; zero while above
+	value      float64   // last value seen
+	threshold  float64   // absolute threshold of the last snapshot
+}
+
+// observe records a new value of the signal.
+func (d *deferral) observe(value, threshold float64, enabled bool, now time.Time) {
+	d.value, d.threshold = value, threshold
+	switch {
+	case !enabled:
+		d.active, d.belowSince = false, time.Time{}
+	case value > threshold:
+		d.active, d.belowSince = true, time.Time{}
+	case d.active && d.belowSince.IsZero():
+		d.belowSince = now
+	}
+}
+
+// check ends the deferral once the signal stayed below for h, and reports
+// whether it is still active.
+func (d *deferral) check(now time.Time, h time.Duration) bool {
+	if d.active && !d.belowSince.IsZero() && now.Sub(d.belowSince) >= h {
+		d.active, d.belowSince = false, time.Time{}
+	}
+	return d.active
+}
+
+// Governor is the only owner of the machine's budgets. It is safe for
+// concurrent use; see doc.go.
+type Governor struct {
+	cfg   Config // with defaults; immutable after New
+	clock clock.PassiveClock
+	owner uint64
+
+	mu struct {
+		sync.Mutex
+		closed   bool
+		haveSnap bool
+		// snap is the last snapshot, without its GPUs and Scratch slices
+		// (the registries hold them).
+		snap Snapshot
+
+		// Derived from the last snapshot and the config.
+		memCapacity, memMargin, memAvailable int64
+		cpus, cpusReserved                   int
+		gpuSlots                             int
+
+		gpus    []gpuEntry
+		scratch []scratchEntry
+
+		// Running totals of the active reservations.
+		memReserved      int64
+		threadsReserved  int
+		ioReserved       int
+		gpuSlotsReserved int
+		active           int
+
+		slots  []slot
+		free   []int32 // indexes of inactive slots
+		nextID uint64  // next reservation id; ids below it were issued
+
+		generation uint64
+		changed    chan struct{} // closed at the next generation bump
+
+		load, io deferral
+
+		history map[string]*classHistory
+	}
+}
+
+// New returns a governor with no snapshot: every decision waits
+// (NoSnapshot) until the first Update.
+func New(cfg Config, opts ...Option) *Governor {
+	g := &Governor{cfg: cfg.withDefaults(), clock: clock.RealClock{}, owner: instances.Add(1)}
+	for _, o := range opts {
+		o(g)
+	}
+	g.mu.nextID = 1
+	g.mu.changed = make(chan struct{})
+	g.mu.history = make(map[string]*classHistory)
+	return g
+}
+
+// Update hands the governor a snapshot of the machine. It never revokes a
+// granted reservation: a budget that shrinks below what is reserved only
+// makes new demands wait. The generation is bumped, waking every Changed
+// channel, when the hardware registry changes: the first snapshot, a GPU or
+// scratch volume seen or gone or resized, the cgroup memory limit, the
+// memory capacity or the usable CPUs changed.
+func (g *Governor) Update(s Snapshot) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.closed {
+		return
+	}
+	now := g.clock.Now()
+	old := g.mu.snap
+	changed := !g.mu.haveSnap ||
+		old.CgroupMemoryLimit != s.CgroupMemoryLimit || old.CPUs != s.CPUs
+	oldCapacity := g.mu.memCapacity
+
+	gpus, vols := s.GPUs, s.Scratch
+	s.GPUs, s.Scratch = nil, nil
+	g.mu.snap = s
+	g.mu.haveSnap = true
+
+	capacity := s.MemTotal
+	if s.CgroupMemoryLimit > 0 {
+		capacity = min(capacity, s.CgroupMemoryLimit)
+	}
+	if g.cfg.MemoryCapacity > 0 {
+		capacity = min(capacity, g.cfg.MemoryCapacity)
+	}
+	capacity = max(capacity, 0)
+	g.mu.memCapacity = capacity
+	g.mu.memMargin = g.cfg.memoryMargin(capacity)
+	avail := s.MemAvailable
+	if avail <= 0 {
+		avail = capacity // unknown
+	}
+	if s.CgroupMemoryLimit > 0 && s.CgroupMemoryUsage > 0 {
+		avail = min(avail, max(s.CgroupMemoryLimit-s.CgroupMemoryUsage, 0))
+	}
+	g.mu.memAvailable = avail
+	changed = changed || capacity != oldCapacity
+
+	g.mu.cpus = max(s.CPUs, 1)
+	g.mu.cpusReserved = g.cfg.cpusReserved(g.mu.cpus)
+
+	if g.lockedUpdateGPUs(gpus) {
+		changed = true
+	}
+	if g.lockedUpdateScratch(vols) {
+		changed = true
+	}
+
+	loadThreshold := g.cfg.LoadThreshold * float64(g.mu.cpus)
+	g.mu.load.observe(s.Load1, loadThreshold, g.cfg.LoadThreshold > 0, now)
+	g.mu.io.observe(s.PSI.IO.SomeAvg10, g.cfg.IOPressureThreshold,
+		g.cfg.IOPressureThreshold > 0 && s.PSI.Available, now)
+
+	if changed {
+		g.lockedBump()
+	}
+}
+
+// lockedBump advances the generation and wakes the waiters.
+// REQUIRES: g.mu held.
+func (g *Governor) lockedBump() {
+	g.mu.generation++
+	close(g.mu.changed)
+	g.mu.changed = make(chan struct{})
+}
+
+// lockedUpdateGPUs merges the snapshot's GPUs (with the config's overrides)
+// into the registry and reports whether the registry changed.
+// REQUIRES: g.mu held.
+func (g *Governor) lockedUpdateGPUs(in []GPU) bool {
+	changed := false
+	seen := make([]bool, len(g.mu.gpus), len(g.mu.gpus)+len(in))
+	add := func(x GPU) {
+		if g.cfg.GPUUnified {
+			x.Unified = true
+		}
+		if !x.Known && g.cfg.GPUMemory > 0 {
+			x.Known, x.TotalBytes, x.FreeBytes = true, g.cfg.GPUMemory, g.cfg.GPUMemory
+		}
+		x.TotalBytes, x.FreeBytes = max(x.TotalBytes, 0), max(x.FreeBytes, 0)
+		idx := -1
+		for i := range g.mu.gpus {
+			if g.mu.gpus[i].id == x.ID {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			for i := range g.mu.gpus {
+				if !g.mu.gpus[i].present && g.mu.gpus[i].refs == 0 && !seen[i] {
+					idx = i
+					g.mu.gpus[i] = gpuEntry{}
+					break
+				}
+			}
+		}
+		if idx < 0 {
+			if len(g.mu.gpus) >= MaxGPUs {
+				return
+			}
+			g.mu.gpus = append(g.mu.gpus, gpuEntry{})
+			seen = append(seen, false)
+			idx = len(g.mu.gpus) - 1
+		}
+		if seen[idx] {
+			return // duplicate id in one snapshot
+		}
+		seen[idx] = true
+		e := &g.mu.gpus[idx]
+		if !e.present || e.id != x.ID || e.known != x.Known || e.unified != x.Unified || e.total != x.TotalBytes {
+			changed = true
+		}
+		e.id, e.name, e.present, e.known, e.unified = x.ID, x.Name, true, x.Known, x.Unified
+		e.total, e.free = x.TotalBytes, x.FreeBytes
+		e.margin = g.cfg.gpuMargin(x.TotalBytes)
+	}
+	for _, x := range in {
+		add(x)
+	}
+	if len(in) == 0 && (g.cfg.GPUMemory > 0 || g.cfg.GPUUnified) {
+		add(GPU{ID: "config", Name: "configured GPU"})
+	}
+	present := 0
+	for i := range g.mu.gpus {
+		if !seen[i] && g.mu.gpus[i].present {
+			g.mu.gpus[i].present = false
+			changed = true
+		}
+		if g.mu.gpus[i].present {
+			present++
+		}
+	}
+	switch {
+	case g.cfg.GPUSlots > 0:
+		g.mu.gpuSlots = g.cfg.GPUSlots
+	case g.cfg.GPUSlots < 0:
+		g.mu.gpuSlots = 0
+	default:
+		g.mu.gpuSlots = present
+	}
+	return changed
+}
+
+// lockedUpdateScratch merges the snapshot's scratch volumes into the
+// registry and reports whether the registry changed (a volume seen or gone).
+// REQUIRES: g.mu held.
+func (g *Governor) lockedUpdateScratch(in []ScratchVolume) bool {
+	changed := false
+	seen := make([]bool, len(g.mu.scratch), len(g.mu.scratch)+len(in))
+	for _, v := range in {
+		idx := -1
+		for i := range g.mu.scratch {
+			if g.mu.scratch[i].path == v.Path {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			for i := range g.mu.scratch {
+				if !g.mu.scratch[i].present && g.mu.scratch[i].refs == 0 && !seen[i] {
+					idx = i
+					g.mu.scratch[i] = scratchEntry{}
+					break
+				}
+			}
+		}
+		if idx < 0 {
+			if len(g.mu.scratch) >= MaxScratchVolumes {
+				continue
+			}
+			g.mu.scratch = append(g.mu.scratch, scratchEntry{})
+			seen = append(seen, false)
+			idx = len(g.mu.scratch) - 1
+		}
+		if seen[idx] {
+			continue
+		}
+		seen[idx] = true
+		e := &g.mu.scratch[idx]
+		if !e.present || e.path != v.Path || e.rotational != v.Rotational {
+			changed = true
+		}
+		e.path, e.present, e.rotational, e.free = v.Path, true, v.Rotational, max(v.FreeBytes, 0)
+	}
+	for i := range g.mu.scratch {
+		if !seen[i] && g.mu.scratch[i].present {
+			g.mu.scratch[i].present = false
+			changed = true
+		}
+	}
+	return changed
+}
+
+// lockedMemFree is the RAM still grantable (may be negative):
+//
+//	min(capacity − margin − reserved, available − margin − (reserved − inUse))
+//
+// where inUse is the snapshot's WorkMemoryUsage clamped to [0, reserved].
+// REQUIRES: g.mu held.
+func (g *Governor) lockedMemFree() int64 {
+	r := g.mu.memReserved
+	inUse := min(max(g.mu.snap.WorkMemoryUsage, 0), r)
+	return min(g.mu.memCapacity-g.mu.memMargin-r, g.mu.memAvailable-g.mu.memMargin-(r-inUse))
+}
+
+// lockedGPUFree is the VRAM still grantable on a dedicated GPU (may be
+// negative): its free memory minus its margin and its reservations.
+// REQUIRES: g.mu held.
+func (g *Governor) lockedGPUFree(i int) int64 {
+	e := &g.mu.gpus[i]
+	return min(e.total, e.free) - e.margin - e.reserved
+}
+
+// Generation returns the current generation (0 before the first snapshot).
+func (g *Governor) Generation() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.generation
+}
+
+// Changed returns a channel closed at the next generation bump, or at Close.
+func (g *Governor) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.changed
+}
+
+// Decide answers an estimate without reserving anything: an observation that
+// may be stale as soon as it returns. Only Reserve authorises work.
+func (g *Governor) Decide(e Estimate) Decision {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d, _ := g.lockedDecide(&e, g.clock.Now())
+	return d
+}
+
+// Reserve decides and, on Admit or ReduceBatch, reserves every budget of
+// the contract at once, atomically under the governor's mutex. ok reports
+// whether a reservation was granted; otherwise the Reservation is the zero
+// value and nothing is reserved.
+func (g *Governor) Reserve(e Estimate) (Decision, Reservation, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clock.Now()
+	d, p := g.lockedDecide(&e, now)
+	if d.Verdict != Admit && d.Verdict != ReduceBatch {
+		return d, Reservation{}, false
+	}
+	r := g.lockedCommit(&p, e.BatchMax, now)
+	return d, r, true
+}
+
+// lockedCommit records a plan as an active reservation.
+// REQUIRES: g.mu held; p fits every budget (lockedDecide said so).
+func (g *Governor) lockedCommit(p *plan, requested int64, now time.Time) Reservation {
+	id := g.mu.nextID
+	g.mu.nextID++
+	var idx int32
+	if n := len(g.mu.free); n > 0 {
+		idx = g.mu.free[n-1]
+		g.mu.free = g.mu.free[:n-1]
+	} else {
+		g.mu.slots = append(g.mu.slots, slot{})
+		idx = int32(len(g.mu.slots) - 1)
+	}
+	g.mu.slots[idx] = slot{
+		id: id, active: true, gpu: p.gpu, vol: p.vol,
+		threads: int32(p.threads), io: int32(p.io), gpuSlots: int32(p.gpuSlots),
+		memory: p.memory, gpuMemory: p.gpuMemory, bytes: p.scratch,
+	}
+	g.mu.memReserved += p.memory
+	g.mu.threadsReserved += p.threads
+	g.mu.ioReserved += p.io
+	g.mu.gpuSlotsReserved += p.gpuSlots
+	g.mu.active++
+	c := Contract{
+		Batch: p.batch, BatchRequested: requested, Threads: p.threads,
+		MemoryBytes: p.memory, GPUMemoryBytes: p.gpuMemory,
+		IOSlots: p.io, GPUSlots: p.gpuSlots, ScratchBytes: p.scratch,
+		Generation: g.mu.generation, GrantedAt: now,
+	}
+	if p.gpu >= 0 {
+		e := &g.mu.gpus[p.gpu]
+		e.reserved += p.gpuMemory
+		e.refs++
+		c.GPUID = e.id
+	}
+	if p.vol >= 0 {
+		e := &g.mu.scratch[p.vol]
+		e.reserved += p.scratch
+		e.refs++
+		c.ScratchDir = scratchDir(e.path, id)
+	}
+	return Reservation{id: id, owner: g.owner, slot: idx, contract: c}
+}
+
+// Release returns a reservation's budgets, scratch lease included. It
+// succeeds exactly once per reservation; a second call returns
+// ErrAlreadyReleased and changes nothing.
+func (g *Governor) Release(r Reservation) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.closed {
+		return ErrClosed
+	}
+	if r.owner != g.owner || r.id == 0 || r.id >= g.mu.nextID {
+		return ErrUnknownReservation
+	}
+	if r.slot < 0 || int(r.slot) >= len(g.mu.slots) {
+		return ErrUnknownReservation
+	}
+	s := &g.mu.slots[r.slot]
+	if !s.active || s.id != r.id {
+		return ErrAlreadyReleased // issued and not active: its tombstone
+	}
+	g.mu.memReserved -= s.memory
+	g.mu.threadsReserved -= int(s.threads)
+	g.mu.ioReserved -= int(s.io)
+	g.mu.gpuSlotsReserved -= int(s.gpuSlots)
+	g.mu.active--
+	if s.gpu >= 0 {
+		e := &g.mu.gpus[s.gpu]
+		e.reserved -= s.gpuMemory
+		e.refs--
+	}
+	if s.vol >= 0 {
+		e := &g.mu.scratch[s.vol]
+		e.reserved -= s.bytes
+		e.refs--
+	}
+	*s = slot{}
+	g.mu.free = append(g.mu.free, r.slot)
+	return nil
+}
+
+// Active reports whether a reservation is still active (issued by this
+// governor and not released). The queue checks it before starting a worker.
+func (g *Governor) Active(r Reservation) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.closed || r.owner != g.owner || r.slot < 0 || int(r.slot) >= len(g.mu.slots) {
+		return false
+	}
+	s := &g.mu.slots[r.slot]
+	return s.active && s.id == r.id
+}
+
+// Close destroys every remaining reservation and closes the governor: every
+// later call returns ErrClosed (Reserve and Decide answer Wait, Closed).
+// Waiters on Changed are woken.
+func (g *Governor) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.closed {
+		return ErrClosed
+	}
+	g.mu.closed = true
+	g.mu.slots, g.mu.free = nil, nil
+	g.mu.memReserved, g.mu.threadsReserved, g.mu.ioReserved, g.mu.gpuSlotsReserved, g.mu.active = 0, 0, 0, 0, 0
+	for i := range g.mu.gpus {
+		g.mu.gpus[i].reserved, g.mu.gpus[i].refs = 0, 0
+	}
+	for i := range g.mu.scratch {
+		g.mu.scratch[i].reserved, g.mu.scratch[i].refs = 0, 0
+	}
+	close(g.mu.changed)
+	return nil
+}
+
+// scratchDir names the directory of a scratch lease. The governor never
+// creates it: the worker does.
+func scratchDir(root string, id uint64) string {
+	const prefix = "/lardon3d-lease-"
+	var buf [20]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = byte('0' + id%10)
+		id /= 10
+		if id == 0 {
+			break
+		}
+	}
+	for len(root) > 1 && root[len(root)-1] == '/' {
+		root = root[:len(root)-1]
+	}
+	if root == "/" {
+		root = ""
+	}
+	return root + prefix + string(buf[i:])
+}
+
+// maxBytes stands for an overflowing amount in decisions.
+const maxBytes = math.MaxInt64

@@ -1,0 +1,201 @@
+package governor
+
+import (
+	"strconv"
+	"strings"
+)
+
+// FormatBytes formats a byte amount with binary units and one decimal:
+// 512B, 1.0KiB, 4.1GiB. Negative amounts keep their sign.
+func FormatBytes(n int64) string {
+	return string(appendBytes(nil, n))
+}
+
+func appendBytes(b []byte, n int64) []byte {
+	if n == maxBytes {
+		return append(b, "more than 8.0EiB"...)
+	}
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	if n < 1024 {
+		b = strconv.AppendInt(b, n, 10)
+		return append(b, 'B')
+	}
+	const units = "KMGTPE"
+	v := float64(n) / 1024
+	i := 0
+	for v >= 1023.95 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	b = strconv.AppendFloat(b, v, 'f', 1, 64)
+	return append(b, units[i], 'i', 'B')
+}
+
+// plural returns n and the noun, with an s unless n is 1.
+func plural(b []byte, n int64, noun string) []byte {
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, ' ')
+	b = append(b, noun...)
+	if n != 1 {
+		b = append(b, 's')
+	}
+	return b
+}
+
+// String returns the verdict, the reason and the message, e.g.
+// "WAIT InsufficientMemory: needs 4.1GiB for a batch of 1 at 2 threads; ...".
+func (d Decision) String() string {
+	return d.Verdict.String() + " " + string(d.Reason) + ": " + d.Message()
+}
+
+// Message formats the decision for people, from its numbers. It is computed
+// on demand so that deciding never allocates.
+func (d Decision) Message() string {
+	var b []byte
+	after := func() {
+		b = append(b, " after "...)
+		b = plural(b, int64(d.Reservations), "reservation")
+	}
+	switch d.Reason {
+	case ReasonFits, ReasonBatchReduced:
+		b = append(b, "granted batch "...)
+		b = strconv.AppendInt(b, d.Batch, 10)
+		b = append(b, " of "...)
+		b = strconv.AppendInt(b, d.BatchRequested, 10)
+		b = append(b, " at "...)
+		b = plural(b, int64(d.Threads), "thread")
+		if d.Threads != d.ThreadsRequested {
+			b = append(b, " (of "...)
+			b = strconv.AppendInt(b, int64(d.ThreadsRequested), 10)
+			b = append(b, ')')
+		}
+		b = append(b, ", "...)
+		b = appendBytes(b, d.Need)
+	case ReasonInsufficientMemory, ReasonInsufficientGPUMemory:
+		b = append(b, "needs "...)
+		b = appendBytes(b, d.Need)
+		if d.Reason == ReasonInsufficientGPUMemory {
+			b = append(b, " of GPU memory"...)
+		}
+		b = append(b, " for a batch of "...)
+		b = strconv.AppendInt(b, d.Batch, 10)
+		b = append(b, " at "...)
+		b = plural(b, int64(d.Threads), "thread")
+		b = append(b, "; "...)
+		b = appendBytes(b, d.Free)
+		b = append(b, " free"...)
+		after()
+		b = append(b, " (margin "...)
+		b = appendBytes(b, d.Margin)
+		b = append(b, ')')
+	case ReasonExceedsCapacity:
+		b = append(b, "needs "...)
+		switch d.Budget {
+		case BudgetMemory, BudgetGPUMemory:
+			b = appendBytes(b, d.Need)
+			if d.Budget == BudgetGPUMemory {
+				b = append(b, " of GPU memory"...)
+			}
+			b = append(b, " for a batch of "...)
+			b = strconv.AppendInt(b, d.Batch, 10)
+			b = append(b, " at "...)
+			b = plural(b, int64(d.Threads), "thread")
+			b = append(b, "; the machine can never grant more than "...)
+			b = appendBytes(b, d.Free)
+			b = append(b, " (margin "...)
+			b = appendBytes(b, d.Margin)
+			b = append(b, ')')
+		default:
+			b = plural(b, d.Need, budgetUnit(d.Budget))
+			b = append(b, "; the machine has "...)
+			b = strconv.AppendInt(b, d.Free, 10)
+			if d.Budget == BudgetCPU {
+				b = append(b, " usable ("...)
+				b = strconv.AppendInt(b, d.Margin, 10)
+				b = append(b, " reserved for the system)"...)
+			}
+		}
+	case ReasonNoFreeCPU:
+		b = append(b, "needs "...)
+		b = plural(b, d.Need, "thread")
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, d.Free, 10)
+		b = append(b, " free"...)
+		after()
+		b = append(b, " ("...)
+		b = strconv.AppendInt(b, d.Margin, 10)
+		b = append(b, " CPUs reserved for the system)"...)
+	case ReasonNoIOSlot, ReasonNoGPUSlot:
+		b = append(b, "needs "...)
+		b = plural(b, d.Need, budgetUnit(d.Budget))
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, d.Free, 10)
+		b = append(b, " free"...)
+		after()
+	case ReasonNoScratch:
+		if d.Verdict == Reject {
+			b = append(b, "needs "...)
+			b = appendBytes(b, d.Need)
+			b = append(b, " of scratch; no scratch volume is known"...)
+			break
+		}
+		b = append(b, "needs "...)
+		b = appendBytes(b, d.Need)
+		b = append(b, " of scratch; "...)
+		b = appendBytes(b, d.Free)
+		b = append(b, " free on the best volume"...)
+		after()
+	case ReasonLoadHigh:
+		b = append(b, "load average "...)
+		b = strconv.AppendFloat(b, d.Signal, 'f', 2, 64)
+		b = appendDeferral(b, d.Signal > d.Threshold)
+		b = strconv.AppendFloat(b, d.Threshold, 'f', 2, 64)
+		b = append(b, "; new admissions wait until it stays below"...)
+	case ReasonIOPressure:
+		b = append(b, "io pressure "...)
+		b = strconv.AppendFloat(b, d.Signal, 'f', 1, 64)
+		b = append(b, '%')
+		b = appendDeferral(b, d.Signal > d.Threshold)
+		b = strconv.AppendFloat(b, d.Threshold, 'f', 1, 64)
+		b = append(b, "%; admissions holding IO slots wait until it stays below"...)
+	case ReasonGPUUnknown:
+		b = append(b, "needs GPU memory; the GPU's free memory cannot be measured"...)
+	case ReasonNoGPU:
+		b = append(b, "needs a GPU; none is present"...)
+	case ReasonInvalidEstimate:
+		b = append(b, "invalid estimate: "...)
+		b = append(b, d.Detail...)
+	case ReasonNoSnapshot:
+		b = append(b, "no snapshot of the machine yet"...)
+	case ReasonClosed:
+		b = append(b, "the governor is closed"...)
+	default:
+		b = append(b, strings.ToLower(string(d.Reason))...)
+	}
+	return string(b)
+}
+
+// appendDeferral says whether a deferring signal is above its threshold or
+// back below it but not for long enough yet (hysteresis).
+func appendDeferral(b []byte, above bool) []byte {
+	if above {
+		return append(b, " above "...)
+	}
+	return append(b, " back below, not for long enough, "...)
+}
+
+// budgetUnit names the unit of a counted budget.
+func budgetUnit(b Budget) string {
+	switch b {
+	case BudgetCPU:
+		return "thread"
+	case BudgetIOSlots:
+		return "IO slot"
+	case BudgetGPUSlots:
+		return "GPU slot"
+	}
+	return "unit"
+}
