@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// synthBin is the binary built once by TestMain.
+var synthBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lardon3d-synth-test")
+	if err != nil {
+		panic(err)
+	}
+	synthBin = filepath.Join(dir, "lardon3d-synth")
+	build := exec.Command("go", "build", "-o", synthBin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		panic("build lardon3d-synth: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	maxRSS         int64 // bytes
+	cpu            time.Duration
+}
+
+func runSynth(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(synthBin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run synth: %v", err)
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return result{
+		code:   cmd.ProcessState.ExitCode(),
+		stdout: out.String(),
+		stderr: errb.String(),
+		maxRSS: ru.Maxrss << 10, // KiB on Linux
+		cpu:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+	}
+}
+
+// TestSynthResidentMemory: fixed 64Mi + 16Mi × 4 items is really resident.
+func TestSynthResidentMemory(t *testing.T) {
+	r := runSynth(t, []string{"LARDON3D_BATCH_SIZE=4", "LARDON3D_THREADS=2"},
+		"--fixed", "64Mi", "--per-item", "16Mi", "--cpu-per-item", "10ms")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r.maxRSS < 120<<20 || r.maxRSS >= 160<<20 {
+		t.Fatalf("peak RSS %d MiB, want in [120, 160)", r.maxRSS>>20)
+	}
+	line := regexp.MustCompile(`^synth: batch of 4 items, (\d+) MiB resident, [0-9.]+ CPU-s on 2 threads\n$`)
+	m := line.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("stdout %q does not match %s", r.stdout, line)
+	}
+	if mib, err := strconv.Atoi(m[1]); err != nil || mib < 120 || mib >= 160 {
+		t.Errorf("reported %s MiB resident, want in [120, 160)", m[1])
+	}
+}
+
+// TestSynthBurnsCPU: cpu-per-item × batch of CPU time is spent (a lower
+// bound on CPU accounting, not a wall-clock assertion).
+func TestSynthBurnsCPU(t *testing.T) {
+	r := runSynth(t, []string{"LARDON3D_BATCH_SIZE=3", "LARDON3D_THREADS=2"},
+		"--fixed", "0", "--per-item", "0", "--cpu-per-item", "100ms")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r.cpu < 300*time.Millisecond {
+		t.Fatalf("child used %v of CPU, want >= 300ms", r.cpu)
+	}
+	if !strings.Contains(r.stdout, "on 2 threads") {
+		t.Errorf("stdout %q", r.stdout)
+	}
+}
+
+func TestSynthExitCodes(t *testing.T) {
+	small := []string{"--fixed", "1Mi", "--per-item", "0", "--cpu-per-item", "0s"}
+	if r := runSynth(t, nil, append(small, "--fail-exit", "3")...); r.code != 3 {
+		t.Errorf("--fail-exit 3: exit %d, want 3", r.code)
+	}
+	if r := runSynth(t, []string{"LARDON3D_SYNTH_FAIL_EXIT=4"}, small...); r.code != 4 {
+		t.Errorf("LARDON3D_SYNTH_FAIL_EXIT=4: exit %d, want 4", r.code)
+	}
+	if r := runSynth(t, []string{"LARDON3D_SYNTH_FAIL_EXIT=4"}, append(small, "--fail-exit", "0")...); r.code != 0 {
+		t.Errorf("flag 0 over env 4: exit %d, want 0", r.code)
+	}
+	if r := runSynth(t, nil, "--fixed", "nonsense"); r.code != 2 || !strings.Contains(r.stderr, "nonsense") {
+		t.Errorf("bad flag: exit %d stderr %q, want 2 naming the value", r.code, r.stderr)
+	}
+	if r := runSynth(t, []string{"LARDON3D_THREADS=0"}, small...); r.code != 2 {
+		t.Errorf("LARDON3D_THREADS=0: exit %d, want 2", r.code)
+	}
+
+	items := filepath.Join(t.TempDir(), "items")
+	if err := os.WriteFile(items, []byte("a.jpg\nb.jpg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"LARDON3D_ITEMS_FILE=" + items, "LARDON3D_BATCH_START=10"}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--fail-on-item", "b.jpg"}, 1},
+		{[]string{"--fail-on-item", "b.jpg", "--fail-exit", "7"}, 7},
+		{[]string{"--fail-on-item", "11"}, 1},
+		{[]string{"--fail-on-item", "12", "--fail-exit", "7"}, 0},
+		{[]string{"--fail-on-item", "z.jpg"}, 0},
+	} {
+		if r := runSynth(t, env, append(small, tc.args...)...); r.code != tc.want {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", tc.args, r.code, tc.want, r.stderr)
+		}
+	}
+}
+
+func TestSynthRecord(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "record")
+	items := filepath.Join(dir, "items")
+	if err := os.WriteFile(items, []byte("a.jpg\nb.jpg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	small := []string{"--fixed", "0", "--per-item", "0", "--cpu-per-item", "0s", "--record", rec}
+	runSynth(t, []string{"LARDON3D_TASK=t1", "LARDON3D_ITEMS_FILE=" + items}, small...)
+	runSynth(t, []string{"LARDON3D_TASK=t2", "LARDON3D_BATCH_SIZE=2", "LARDON3D_BATCH_START=4"}, small...)
+	got, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "t1\ta.jpg\nt1\tb.jpg\nt2\t4\nt2\t5\n"; string(got) != want {
+		t.Fatalf("record = %q, want %q", got, want)
+	}
+}

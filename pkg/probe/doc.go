@@ -1,0 +1,43 @@
+// Package probe reads the machine and produces governor.Snapshot values: the
+// dynamic state the governor is handed before each decision.
+//
+// What it owns: reading /proc (meminfo, loadavg, pressure, swaps, the
+// controller's own cgroup membership), the cgroup v1 and v2 limit files, the
+// CPU affinity mask, GPU memory (nvidia-smi for NVIDIA, amdgpu sysfs files for
+// AMD) and the free space and rotational flag of scratch volumes. Every root
+// is injectable (Options.ProcRoot, SysRoot, CgroupRoot), so tests run on the
+// fixture trees under testdata/ as well as on the real machine. Each file the
+// package parses itself has a pure parseX(io.Reader) function; meminfo,
+// loadavg, PSI and swaps go through github.com/prometheus/procfs.
+//
+// What it must never do: decide anything. It does not know about estimates,
+// reservations or margins, and it never writes a file. Missing optional
+// sources are not errors: a kernel without PSI gives PSI.Available=false, no
+// cgroup limit gives zero, no GPU tool gives no GPU. Only an unreadable
+// meminfo or loadavg makes Snapshot fail.
+//
+// Cost: Snapshot is called before every admission, so it avoids re-reading
+// static things. Cgroup discovery (which cgroup, which files) happens once in
+// New; the limit files themselves are re-read each call because limits can
+// change. GPU enumeration and measurement are refreshed at most every
+// Options.GPUPeriod (exec of nvidia-smi costs milliseconds) and reused in
+// between. Rotational flags are cached per device number.
+//
+// Heuristics:
+//   - cgroup: a v1 "memory" (or "cpu") line in /proc/self/cgroup wins over the
+//     v2 "0::" line (hybrid hosts mount the unified hierarchy without those
+//     controllers). The limit is the smallest one found walking from the
+//     controller's cgroup up to the hierarchy root; the usage reported is that
+//     of the cgroup carrying the smallest limit. v1 values at or above 2^62
+//     (such as 9223372036854771712) mean "no limit".
+//   - AMD: a GPU whose mem_info_vram_total is at most 512 MiB and that exposes
+//     mem_info_gtt_total is taken for an APU sharing system RAM: Unified is
+//     set and the GTT sizes are reported as its memory.
+//   - NVIDIA: values "[N/A]" (or any bracketed value) make that GPU Known=false.
+//     When nvidia-smi fails after having succeeded, the GPUs last seen are
+//     reported with Known=false (present but unmeasurable), never dropped.
+//
+// Concurrency and lock order: a Prober is safe for concurrent use; one mutex
+// (Prober.mu) serialises Snapshot calls and guards the caches. No other lock
+// is taken while it is held.
+package probe
