@@ -104,6 +104,10 @@ type Task struct {
 	// Terminal is set for a task that already ended (Done, Failed or
 	// Rejected); such a task is kept only so its dependents can be resolved.
 	Terminal v1alpha1.Phase
+	// Generation is the spec's generation. An Upsert with the generation
+	// the queue already holds never restarts a task the queue has ended
+	// (only Paused is taken from it); a different generation does.
+	Generation int64
 }
 
 // EventType says what happened to a task.

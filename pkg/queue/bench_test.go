@@ -1,0 +1,97 @@
+package queue
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+)
+
+// benchAdm answers Wait to every class but admit, without bookkeeping, so
+// the benchmark measures the queue.
+type benchAdm struct {
+	admit string
+	asked int
+}
+
+func (a *benchAdm) Refresh() {}
+func (a *benchAdm) Reserve(e governor.Estimate) (governor.Decision, governor.Reservation, bool) {
+	a.asked++
+	if e.Class == a.admit {
+		return governor.Decision{Verdict: governor.Admit, Reason: governor.ReasonFits, Batch: e.BatchMax, Threads: e.Threads},
+			mintReservation(1, governor.Contract{Batch: e.BatchMax, Threads: e.Threads}), true
+	}
+	return governor.Decision{Verdict: governor.Wait, Reason: governor.ReasonInsufficientMemory, Budget: governor.BudgetMemory,
+		Need: 4 << 30, Free: 2 << 30, Batch: e.BatchMin, Threads: e.Threads}, governor.Reservation{}, false
+}
+func (a *benchAdm) Release(governor.Reservation) error       { return nil }
+func (a *benchAdm) RecordBatch(string, governor.BatchRecord) {}
+func (a *benchAdm) Changed() <-chan struct{}                 { return nil }
+func (o *countingObserver) Observe(Event)                    { o.n++ }
+func (q *Queue) benchRequeue(e *entry)                       { q.mu.Lock(); defer q.mu.Unlock(); q.lockedRequeue(e) }
+func newBenchQueue(adm Admitter, obs Observer, admitted **entry) *Queue {
+	q := New(Config{}, adm, nil, obs)
+	q.spawn = func(e *entry) { *admitted = e }
+	return q
+}
+
+type countingObserver struct{ n int }
+
+// lockedRequeue puts an admitted entry back in the dispatch list, as if its
+// worker had given it back. REQUIRES: q.mu held. Benchmark only.
+func (q *Queue) lockedRequeue(e *entry) {
+	e.state = statePending
+	e.hasRes, e.contract = false, nil
+	e.phase = v1alpha1.PhasePending
+	q.mu.active--
+	q.workers.Done()
+	q.lockedEnqueue(e, e.task.Seq)
+}
+
+// BenchmarkScan is one scan-and-dispatch over n pending tasks where every
+// task but the last is told Wait (the governor is asked n times), and the
+// last one is admitted and handed to a worker.
+func BenchmarkScan(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			last := fmt.Sprintf("t%06d", n-1)
+			adm := &benchAdm{admit: last}
+			obs := &countingObserver{}
+			var admitted *entry
+			q := newBenchQueue(adm, obs, &admitted)
+			for i := range n {
+				if err := q.Upsert(mkTask(fmt.Sprintf("t%06d", i), int64(i), 100, 10)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			q.scanOnce() // the first scan reports every Wait once
+			if admitted == nil {
+				b.Fatal("last task not admitted")
+			}
+			q.benchRequeue(admitted)
+			adm.asked, obs.n = 0, 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				admitted = nil
+				q.scanOnce()
+				if admitted == nil {
+					b.Fatal("last task not admitted")
+				}
+				b.StopTimer()
+				q.benchRequeue(admitted)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			if adm.asked != n*b.N {
+				b.Fatalf("governor asked %d times, want %d", adm.asked, n*b.N)
+			}
+			// Only the admitted task's Reserved event, and its waiting
+			// event after each requeue: unchanged Waits emit nothing.
+			if obs.n > 2*b.N {
+				b.Fatalf("%d events for %d scans: unchanged waits were re-emitted", obs.n, b.N)
+			}
+		})
+	}
+}

@@ -1,0 +1,83 @@
+package queue
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Defaults of Config.
+const (
+	DefaultRescanWait      = 500 * time.Millisecond
+	DefaultBoundaryPoll    = 50 * time.Millisecond
+	DefaultRetryBackoff    = time.Second
+	DefaultMaxRetryBackoff = 60 * time.Second
+	DefaultHistorySize     = 64
+)
+
+// Config tunes the queue. Zero fields take their defaults.
+type Config struct {
+	// MaxParallel caps the tasks that hold a worker at once (Reserved,
+	// Running, Paused, or between two batches). 0 means no cap: as many as
+	// the governor admits.
+	MaxParallel int
+	// RescanWait bounds the dispatcher's sleep while a task told Wait is
+	// pending (default 500 ms, the seed's value). Any signal ends it sooner.
+	RescanWait time.Duration
+	// BoundaryPoll is the period at which a task between two batches asks
+	// the governor again while it is told Wait (default 50 ms, the seed's).
+	BoundaryPoll time.Duration
+	// RetryBackoff is the delay before the first retry of a failed batch;
+	// it doubles at each retry of the same batch (default 1 s).
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps the doubling (default 60 s).
+	MaxRetryBackoff time.Duration
+	// HistorySize bounds History (default 64).
+	HistorySize int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxParallel < 0 {
+		c.MaxParallel = 0
+	}
+	if c.RescanWait <= 0 {
+		c.RescanWait = DefaultRescanWait
+	}
+	if c.BoundaryPoll <= 0 {
+		c.BoundaryPoll = DefaultBoundaryPoll
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = DefaultRetryBackoff
+	}
+	if c.MaxRetryBackoff <= 0 {
+		c.MaxRetryBackoff = DefaultMaxRetryBackoff
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		c.MaxRetryBackoff = c.RetryBackoff
+	}
+	if c.HistorySize <= 0 {
+		c.HistorySize = DefaultHistorySize
+	}
+	return c
+}
+
+// backoff returns the delay before retry number n (n >= 1) of a batch.
+func (c Config) backoff(n int) time.Duration {
+	d := c.RetryBackoff
+	for i := 1; i < n; i++ {
+		d *= 2
+		if d >= c.MaxRetryBackoff {
+			return c.MaxRetryBackoff
+		}
+	}
+	return min(d, c.MaxRetryBackoff)
+}
+
+// Option changes how New builds a queue.
+type Option func(*Queue)
+
+// WithClock sets the clock of every timer and event time (tests pass a
+// k8s.io/utils/clock/testing FakeClock). Default: the real clock.
+func WithClock(c clock.WithTicker) Option {
+	return func(q *Queue) { q.clock = c }
+}

@@ -1,0 +1,95 @@
+// Package queue decides when, and in which order, tasks run, and runs the
+// admitted ones batch by batch under the governor's contracts (the seed
+// queue-governor-integration.fr.md).
+//
+// # What it owns
+//
+//   - The FIFO: pending tasks ordered by (Task.Seq, Task.Name). Seq comes
+//     from the task's status, so the order survives a controller restart.
+//   - Dependencies: a task whose DependsOn are not all Done waits without
+//     asking the governor (WaitingForDependencies); a dependency that ended
+//     Failed or Rejected holds it (DependencyFailed, naming it; it stays
+//     Pending and continues if the dependency is later made Done); an unknown
+//     dependency holds it (DependencyMissing); a cycle among pending tasks is
+//     Rejected (DependencyCycle, the message names the cycle).
+//   - Admission order: one dispatch scan (scanOnce, a synchronous step; Run is
+//     a thin loop around it) walks the pending tasks in order, calls
+//     Admitter.Refresh once, and asks Admitter.Reserve for each. Only a Wait is
+//     bypassed: the next task is asked. Reject ends the task (Rejected); Admit
+//     and ReduceBatch hand it, with its reservation, to a worker goroutine.
+//   - Waiting: while a task told Wait is pending, Run sleeps at most
+//     Config.RescanWait (500 ms); any signal wakes it at once: a release, an
+//     Upsert, SetPaused or Remove, a worker exit, or Admitter.Changed closing.
+//     The signal is a buffered(1) channel with non-blocking sends. When no
+//     Wait is pending, Run sleeps until a signal. There is no other goroutine.
+//   - Workers: one goroutine per admitted task (at most Config.MaxParallel when
+//     set) runs its batches through BatchRunner, commits progress on exit 0,
+//     records every batch, failed ones included, with Admitter.RecordBatch,
+//     retries other failures up to Task.Retries times with a clock-driven
+//     exponential backoff (Config.RetryBackoff doubling up to
+//     MaxRetryBackoff; the same batch index and start, the same reservation
+//     kept), halves the batch cap after a MemoryExceeded (through a sequence
+//     break, not counted as a retry; at BatchMin the task Fails), and applies
+//     pause, resume and cancel to the running batch (a stopped batch is
+//     resumed before it is cancelled, so its group sees the SIGTERM). A
+//     Start error fails the task at once, with the error's Reason() when it
+//     has one, else StartFailed.
+//   - The sequence break between two batches: release the reservation,
+//     Refresh, offer the budget to the pending tasks ahead of this one in the
+//     FIFO (one scan step), then Reserve a fresh contract for the items left,
+//     polling every Config.BoundaryPoll (50 ms) while told Wait.
+//   - A bounded History of the last Config.HistorySize (64) terminal events,
+//     and Snapshot for get, describe and metrics.
+//
+// # What it never does
+//
+// It never reads RAM, load, pressure or anything of the machine, and never
+// judges whether a demand fits: the Admitter does, the queue obeys. It never
+// runs a process itself (the BatchRunner does), never reads or writes a
+// manifest (the reconciler does, from Events), and never releases a
+// reservation twice: lockedRelease is the only call site and clears the
+// handle it releases.
+//
+// # Phases
+//
+//	Pending ──admit──▶ Reserved ──first batch──▶ Running ⇄ Paused
+//	   ▲                                          │
+//	   └── told Wait at a sequence break ◀────────┘ (no reservation held)
+//	Running ──last batch──▶ Done; ──past retries / start error──▶ Failed
+//	Pending ──Reject, or on a dependency cycle──▶ Rejected
+//
+// Invariant: a task is Reserved, Running or Paused only while it holds an
+// active reservation. At a sequence break the release and the new Reserve
+// happen under one hold of the queue's mutex when the governor admits at
+// once, so the phase stays Running with the new contract (reported by the
+// next EventBatchStarted); when told Wait the task goes Pending (EventPhase
+// with the governor's reason) and comes back through Reserved. A pause keeps
+// the reservation: Paused while a batch is stopped, or before the next batch
+// when paused between batches or while Reserved. A task paused while Pending
+// (before admission, or waiting at a sequence break) stays Pending with
+// reason Paused: it holds nothing to keep. Close cancels the batches in
+// flight; their tasks are reported Pending (reason Shutdown) with their
+// committed progress.
+//
+// The reconciler learns the contract a task holds from EventPhase Reserved
+// and from every EventBatchStarted (Event.Contract); an event without a
+// contract means none is held.
+//
+// A task is "running" for Upsert as long as a worker owns it (Reserved,
+// Running, Paused, or Pending at a sequence break): Upsert then only takes
+// Paused from it, and returns ErrSpecPending when the Generation differs.
+//
+// # Locking
+//
+// A worker owns its entry from admission to its exit; an entry is never
+// handed to a second worker (a new generation of an ended task gets a new
+// entry), so a worker's release can only be its own.
+//
+// One mutex, Queue.mu, guards the task table, the dispatch list, the entries'
+// fields and the history. Lock order: Queue.mu, then the Admitter's own lock
+// (Refresh, Reserve, Release and RecordBatch are called with Queue.mu held,
+// so decide-and-reserve and the task's phase change are one atomic step),
+// and the Observer is called with Queue.mu held, which keeps events in order;
+// neither may call back into the queue. BatchRunner and RunningBatch are
+// never called with Queue.mu held. Helpers named lockedX expect Queue.mu held.
+package queue

@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+)
+
+// govAdmitter is the real governor behind the queue's Admitter, refreshed
+// with a fixed snapshot (the probe's job in the controller).
+type govAdmitter struct {
+	*governor.Governor
+	snap governor.Snapshot
+}
+
+func (a govAdmitter) Refresh() { a.Update(a.snap) }
+
+var _ Admitter = govAdmitter{}
+
+// TestWithRealGovernor runs tasks that cannot all fit at once through the
+// real governor: every batch starts under the task's own active
+// reservation, reservations never exceed the RAM budget, and at the end
+// none is left.
+func TestWithRealGovernor(t *testing.T) {
+	const mi = 1 << 20
+	g := governor.New(governor.Config{MemoryCapacity: 1024 * mi, MemoryReserved: -1, CPUsReserved: -1,
+		LoadThreshold: -1, IOPressureThreshold: -1, IOSlots: -1})
+	adm := govAdmitter{g, governor.Snapshot{MemTotal: 8192 * mi, MemAvailable: 8192 * mi, CPUs: 8}}
+	run := &fakeRunner{}
+	obs := &recorder{}
+	q := New(Config{}, adm, run, obs)
+
+	var mu sync.Mutex
+	var bad []string
+	maxRes := 0
+	finish := make(chan *fakeBatch, 1024)
+	run.onStart = func(fb *fakeBatch) { // r.mu held; lock order r.mu → q.mu → governor
+		q.mu.Lock()
+		e := q.mu.tasks[fb.b.Task]
+		ok := e != nil && e.hasRes && g.Active(e.res) && e.res.Contract() == fb.b.Contract
+		q.mu.Unlock()
+		b := g.Budgets()
+		mu.Lock()
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s batch %d started without its active reservation", fb.b.Task, fb.b.Index))
+		}
+		if b.Memory.Reserved > b.Memory.Capacity-b.Memory.Margin {
+			bad = append(bad, fmt.Sprintf("reserved %d > capacity %d - margin %d", b.Memory.Reserved, b.Memory.Capacity, b.Memory.Margin))
+		}
+		maxRes = max(maxRes, b.Reservations)
+		mu.Unlock()
+		finish <- fb
+	}
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for i, n := range names {
+		tk := Task{Name: n, Seq: int64(i), ItemsTotal: 8, Estimate: governor.Estimate{
+			Class: "features", PerItemMemory: 100 * mi, FixedMemory: 10 * mi,
+			BatchMin: 1, BatchMax: 4, Threads: 1, MinThreads: 1}}
+		if err := q.Upsert(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runDone := make(chan error, 1)
+	go func() { runDone <- q.Run(ctx) }()
+	go func() {
+		for fb := range finish {
+			fb.ok()
+		}
+	}()
+	for _, n := range names {
+		obs.waitPhase(t, n, v1alpha1.PhaseDone)
+	}
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-runDone
+	close(finish)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range bad {
+		t.Error(s)
+	}
+	if b := g.Budgets(); b.Reservations != 0 || b.Memory.Reserved != 0 {
+		t.Errorf("after close: %d reservations, %d bytes reserved", b.Reservations, b.Memory.Reserved)
+	}
+	if maxRes < 2 {
+		t.Errorf("at most %d reservation at once: tasks did not run side by side", maxRes)
+	}
+	for _, n := range names {
+		if st := stateOf(q, n); st.ItemsDone != 8 {
+			t.Errorf("%s: %d items done", n, st.ItemsDone)
+		}
+	}
+}

@@ -1,0 +1,330 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+)
+
+// scanOnce is one dispatch step: it walks the pending tasks in FIFO order and
+// starts a worker for each one the governor admits. It reports whether a task
+// told Wait remains, in which case the dispatcher rescans after RescanWait.
+func (q *Queue) scanOnce() (waiting bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lockedScan(nil, false)
+}
+
+// scan is the state of one pass.
+type scan struct {
+	// refreshed is set once adm.Refresh was called during the pass.
+	refreshed bool
+	// waiting is set when a task was told Wait.
+	waiting bool
+	// maxParallelMsg is formatted once per pass.
+	maxParallelMsg string
+}
+
+// lockedScan walks the dispatch list. With until set (a task at its sequence
+// break), it only offers the budget to pending tasks ahead of that one in the
+// FIFO. refreshed says whether the caller already refreshed the governor.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
+	if q.mu.closed {
+		return false
+	}
+	if q.mu.pendingDirty {
+		q.lockedRebuild()
+	}
+	if q.mu.depsDirty {
+		q.lockedRejectCycles()
+	}
+	s := scan{refreshed: refreshed}
+	list := q.mu.pending
+	kept := list[:0]
+	for i, e := range list {
+		if e.state != statePending {
+			e.inList = false
+			continue
+		}
+		if until != nil && !less(e, until) {
+			kept = append(kept, list[i:]...) // overlapping copy is a memmove
+			break
+		}
+		if q.lockedTry(e, &s) {
+			kept = append(kept, e)
+		} else {
+			e.inList = false
+		}
+	}
+	clear(list[len(kept):])
+	q.mu.pending = kept
+	return s.waiting
+}
+
+// lockedTry handles one pending entry; it reports whether it stays pending.
+// REQUIRES: q.mu held; e.state == statePending.
+func (q *Queue) lockedTry(e *entry, s *scan) bool {
+	if e.task.ItemsDone >= e.task.ItemsTotal {
+		q.lockedEnd(e, v1alpha1.PhaseDone, v1alpha1.ReasonCompleted,
+			fmt.Sprintf("all %d items done", e.task.ItemsTotal))
+		return false
+	}
+	if e.task.Paused {
+		q.lockedWait(e, v1alpha1.ReasonPaused, "paused before admission")
+		return true
+	}
+	if len(e.task.DependsOn) > 0 {
+		if reason, msg, ready := q.lockedDeps(e); !ready {
+			q.lockedWait(e, reason, msg)
+			return true
+		}
+	}
+	if q.cfg.MaxParallel > 0 && q.mu.active >= q.cfg.MaxParallel {
+		if s.maxParallelMsg == "" {
+			s.maxParallelMsg = fmt.Sprintf("%d tasks hold a worker, max-parallel is %d", q.mu.active, q.cfg.MaxParallel)
+		}
+		q.lockedWait(e, ReasonMaxParallel, s.maxParallelMsg)
+		return true
+	}
+	if !s.refreshed {
+		q.adm.Refresh()
+		s.refreshed = true
+	}
+	d, r, ok := q.adm.Reserve(e.estimate())
+	switch {
+	case ok:
+		q.lockedActivate(e, r, d)
+		return false
+	case d.Verdict == governor.Reject:
+		q.lockedEnd(e, v1alpha1.PhaseRejected, string(d.Reason), DecisionMessage(d))
+		return false
+	default:
+		q.lockedWaitDecision(e, &d)
+		s.waiting = true
+		return true
+	}
+}
+
+// lockedActivate hands an admitted entry to a new worker: phase Reserved.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedActivate(e *entry, r governor.Reservation, d governor.Decision) {
+	e.state = stateActive
+	q.lockedHold(e, r)
+	q.mu.active++
+	e.ctx, e.cancel = context.WithCancel(q.base)
+	e.ctl = make(chan struct{}, 1)
+	q.lockedSetPhase(e, v1alpha1.PhaseReserved, v1alpha1.ReasonAdmitted, admitMessage(d, *e.contract))
+	q.workers.Add(1)
+	q.spawn(e)
+}
+
+func admitMessage(d governor.Decision, c governor.Contract) string {
+	return fmt.Sprintf("%s: batch %d of %d asked, %d threads, %s reserved",
+		d.Verdict, c.Batch, c.BatchRequested, c.Threads, formatBytes(c.MemoryBytes))
+}
+
+// estimate is the task's estimate with BatchMax capped by the items left and
+// by the cap a MemoryExceeded set; BatchMin never exceeds it.
+// REQUIRES: q.mu held.
+func (e *entry) estimate() governor.Estimate {
+	est := e.task.Estimate
+	left := e.task.ItemsTotal - e.task.ItemsDone
+	hi := est.BatchMax
+	if hi <= 0 || hi > left {
+		hi = left
+	}
+	if e.memCap > 0 && e.memCap < hi {
+		hi = e.memCap
+	}
+	est.BatchMax = hi
+	if est.BatchMin > hi {
+		est.BatchMin = hi
+	}
+	return est
+}
+
+// lockedDeps says whether every dependency is Done; otherwise why not.
+// DependencyFailed wins over DependencyMissing over WaitingForDependencies.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedDeps(e *entry) (reason, msg string, ready bool) {
+	var failed, missing, waiting []string
+	for _, name := range e.task.DependsOn {
+		d, ok := q.mu.tasks[name]
+		switch {
+		case !ok:
+			missing = append(missing, name)
+		case d.state == stateTerminal && d.phase == v1alpha1.PhaseDone:
+		case d.state == stateTerminal:
+			failed = append(failed, fmt.Sprintf("%s (%s)", name, d.phase))
+		default:
+			waiting = append(waiting, name)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return v1alpha1.ReasonDependencyFailed, "dependency ended unsuccessfully: " + strings.Join(failed, ", "), false
+	case len(missing) > 0:
+		return v1alpha1.ReasonDependencyMissing, "no such task: " + strings.Join(missing, ", "), false
+	case len(waiting) > 0:
+		return v1alpha1.ReasonWaitingForDependencies, "waiting for " + strings.Join(waiting, ", ") + " to be Done", false
+	}
+	return "", "", true
+}
+
+// lockedRejectCycles rejects every pending task that lies on a dependency
+// cycle among pending tasks (Tarjan's strongly connected components).
+// REQUIRES: q.mu held.
+func (q *Queue) lockedRejectCycles() {
+	q.mu.depsDirty = false
+	type node struct {
+		index, low int
+		onStack    bool
+	}
+	nodes := make(map[*entry]*node)
+	var stack []*entry
+	var sccs [][]*entry
+	next := 0
+	succ := func(e *entry) []*entry {
+		var out []*entry
+		for _, n := range e.task.DependsOn {
+			if d, ok := q.mu.tasks[n]; ok && d.state == statePending {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	var visit func(e *entry) *node
+	visit = func(e *entry) *node {
+		n := &node{index: next, low: next, onStack: true}
+		next++
+		nodes[e] = n
+		stack = append(stack, e)
+		for _, d := range succ(e) {
+			m, seen := nodes[d]
+			if !seen {
+				m = visit(d)
+				n.low = min(n.low, m.low)
+			} else if m.onStack {
+				n.low = min(n.low, m.index)
+			}
+		}
+		if n.low == n.index {
+			var scc []*entry
+			for {
+				top := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				nodes[top].onStack = false
+				scc = append(scc, top)
+				if top == e {
+					break
+				}
+			}
+			if len(scc) > 1 || slices.Contains(e.task.DependsOn, e.task.Name) {
+				sccs = append(sccs, scc)
+			}
+		}
+		return n
+	}
+	for _, e := range q.mu.tasks {
+		if e.state == statePending && len(e.task.DependsOn) > 0 {
+			if _, seen := nodes[e]; !seen {
+				visit(e)
+			}
+		}
+	}
+	for _, scc := range sccs {
+		msg := "dependency cycle: " + cyclePath(scc, succ)
+		for _, e := range scc {
+			q.lockedEnd(e, v1alpha1.PhaseRejected, v1alpha1.ReasonDependencyCycle, msg)
+		}
+	}
+}
+
+// cyclePath names one cycle through the first (by name) task of a strongly
+// connected component: "a -> b -> a".
+func cyclePath(scc []*entry, succ func(*entry) []*entry) string {
+	in := make(map[*entry]bool, len(scc))
+	start := scc[0]
+	for _, e := range scc {
+		in[e] = true
+		if e.task.Name < start.task.Name {
+			start = e
+		}
+	}
+	// Breadth-first from start back to start, inside the component.
+	prev := map[*entry]*entry{}
+	frontier := []*entry{start}
+	var last *entry
+	for len(frontier) > 0 && last == nil {
+		var nextFrontier []*entry
+		for _, e := range frontier {
+			for _, d := range succ(e) {
+				if !in[d] {
+					continue
+				}
+				if d == start {
+					last = e
+					break
+				}
+				if _, seen := prev[d]; !seen {
+					prev[d] = e
+					nextFrontier = append(nextFrontier, d)
+				}
+			}
+			if last != nil {
+				break
+			}
+		}
+		frontier = nextFrontier
+	}
+	path := []string{start.task.Name}
+	for e := last; e != nil && e != start; e = prev[e] {
+		path = append(path, e.task.Name)
+	}
+	path = append(path, start.task.Name)
+	// path is start, then the cycle backwards; reverse the middle.
+	slices.Reverse(path[1 : len(path)-1])
+	return strings.Join(path, " -> ")
+}
+
+// DecisionMessage is the human message of a governor decision: the
+// decision's own Message() when the governor provides one, otherwise the
+// budget that ran short and its numbers.
+func DecisionMessage(d governor.Decision) string {
+	if m, ok := any(d).(interface{ Message() string }); ok {
+		if s := m.Message(); s != "" {
+			return s
+		}
+	}
+	unit := func(v int64) string { return fmt.Sprint(v) }
+	switch d.Budget {
+	case governor.BudgetMemory, governor.BudgetGPUMemory, governor.BudgetScratch:
+		unit = formatBytes
+	}
+	if d.Budget == governor.BudgetNone {
+		return fmt.Sprintf("%s %s: batch %d, %d threads", d.Verdict, d.Reason, d.Batch, d.Threads)
+	}
+	return fmt.Sprintf("%s %s: %s needs %s for batch %d with %d threads, %s free, margin %s, %d reservations active",
+		d.Verdict, d.Reason, d.Budget, unit(d.Need), d.Batch, d.Threads, unit(d.Free), unit(d.Margin), d.Reservations)
+}
+
+// formatBytes prints a byte count in binary units with one decimal.
+func formatBytes(b int64) string {
+	const unit = 1024
+	if b < unit && b > -unit {
+		return fmt.Sprintf("%dB", b)
+	}
+	v := float64(b)
+	for _, suffix := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		v /= unit
+		if v < unit && v > -unit {
+			return fmt.Sprintf("%.1f%s", v, suffix)
+		}
+	}
+	return fmt.Sprintf("%.1fPiB", v/unit)
+}

@@ -1,0 +1,397 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/utils/clock"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+)
+
+// errEmptyBatch fails a task whose contract grants no item: running it would
+// never progress.
+var errEmptyBatch = errors.New("contract grants an empty batch")
+
+// outcome is what a worker does after a batch ended.
+type outcome int
+
+const (
+	// outStop: the task ended (Done, Failed, Rejected); nothing is held.
+	outStop outcome = iota
+	// outNext: the batch was committed; sequence break, then the next batch.
+	outNext
+	// outRetry: the same batch again after the backoff, same reservation.
+	outRetry
+	// outShrink: MemoryExceeded; sequence break with a halved batch cap.
+	outShrink
+	// outCancelled: Remove or Close; the caller releases and exits.
+	outCancelled
+)
+
+// work is the worker of one admitted task. It owns the task's batches from
+// Reserved to a terminal phase, a cancel, or a shutdown. It holds q.mu only
+// for bookkeeping, never while a batch runs.
+func (q *Queue) work(e *entry) {
+	defer q.workerExit(e)
+	attempt, failures := 1, 0
+	var backoff clock.Timer
+	for {
+		if backoff != nil {
+			ok := q.sleep(e, backoff)
+			backoff = nil
+			if !ok {
+				q.finishCancelled(e)
+				return
+			}
+		}
+		if !q.awaitUnpaused(e) {
+			q.finishCancelled(e)
+			return
+		}
+		b, ok := q.beginBatch(e, attempt)
+		if !ok {
+			q.finishCancelled(e)
+			return
+		}
+		if b.Size < 1 {
+			q.failStart(e, b, errEmptyBatch)
+			return
+		}
+		rb, err := q.run.Start(e.ctx, b)
+		if err != nil {
+			if e.ctx.Err() != nil {
+				q.finishCancelled(e)
+				return
+			}
+			q.failStart(e, b, err)
+			return
+		}
+		res, cancelled := q.awaitBatch(e, rb)
+		if cancelled {
+			q.finishCancelled(e)
+			return
+		}
+		var out outcome
+		out, backoff = q.endBatch(e, b, res, &attempt, &failures)
+		switch out {
+		case outStop:
+			return
+		case outRetry:
+			continue
+		case outNext:
+			attempt, failures = 1, 0
+			// Pause between batches keeps the reservation (seed rule).
+			if !q.awaitUnpaused(e) {
+				q.finishCancelled(e)
+				return
+			}
+		case outShrink:
+		}
+		switch q.sequenceBreak(e) {
+		case outCancelled:
+			q.finishCancelled(e)
+			return
+		case outStop:
+			return
+		}
+	}
+}
+
+// workerExit is the worker's last step.
+func (q *Queue) workerExit(e *entry) {
+	q.mu.Lock()
+	q.lockedRelease(e) // normally already released; never twice
+	q.mu.active--
+	q.signal()
+	q.mu.Unlock()
+	q.workers.Done()
+}
+
+// finishCancelled releases after a Remove or a Close. A removed task emits
+// nothing; on shutdown the task is reported Pending with its progress.
+func (q *Queue) finishCancelled(e *entry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.lockedFinishCancelled(e)
+}
+
+// lockedFinishCancelled is finishCancelled; calling it twice is harmless.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedFinishCancelled(e *entry) {
+	q.lockedRelease(e)
+	if !e.removed && e.state == stateActive {
+		e.state = statePending // no dispatcher runs after Close
+		q.lockedSetPhase(e, v1alpha1.PhasePending, ReasonShutdown,
+			fmt.Sprintf("controller shutting down; %d of %d items committed", e.task.ItemsDone, e.task.ItemsTotal))
+	}
+}
+
+// sleep waits for a backoff timer; false when cancelled.
+func (q *Queue) sleep(e *entry, t clock.Timer) bool {
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-e.ctx.Done():
+		return false
+	}
+}
+
+const pausedBetween = "paused between batches; reservation kept"
+
+// awaitUnpaused blocks while the task is paused, reporting Paused (the
+// reservation is kept); false when cancelled.
+func (q *Queue) awaitUnpaused(e *entry) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if e.ctx.Err() != nil {
+			return false
+		}
+		if !e.task.Paused {
+			return true
+		}
+		if e.phase != v1alpha1.PhasePaused || e.message != pausedBetween {
+			q.lockedSetPhase(e, v1alpha1.PhasePaused, v1alpha1.ReasonPaused, pausedBetween)
+		}
+		q.mu.Unlock()
+		select {
+		case <-e.ctl:
+		case <-e.ctx.Done():
+		}
+		q.mu.Lock()
+	}
+}
+
+// beginBatch builds the next batch under the contract and reports it
+// started; false when cancelled.
+func (q *Queue) beginBatch(e *entry, attempt int) (Batch, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if e.ctx.Err() != nil || !e.hasRes {
+		return Batch{}, false
+	}
+	c := *e.contract
+	b := Batch{
+		Task:     e.task.Name,
+		Index:    e.task.BatchesDone,
+		Start:    e.task.ItemsDone,
+		Size:     min(c.Batch, e.task.ItemsTotal-e.task.ItemsDone),
+		Total:    e.task.ItemsTotal,
+		Attempt:  attempt,
+		Contract: c,
+		Timeout:  e.task.BatchTimeout,
+	}
+	if b.Size < 1 {
+		return b, true // the caller fails the task; nothing started
+	}
+	if e.phase != v1alpha1.PhaseRunning {
+		q.lockedSetPhase(e, v1alpha1.PhaseRunning, v1alpha1.ReasonAdmitted, "")
+	}
+	bc := b
+	q.lockedEmit(e, Event{Type: EventBatchStarted, Batch: &bc})
+	return b, true
+}
+
+// failStart ends a task whose batch could not start.
+func (q *Queue) failStart(e *entry, b Batch, err error) {
+	reason := ReasonStartFailed
+	var r interface{ Reason() string }
+	if errors.As(err, &r) && r.Reason() != "" {
+		reason = r.Reason()
+	}
+	now := q.clock.Now()
+	res := BatchResult{ExitCode: -1, Reason: reason, Message: err.Error(), Started: now, Ended: now}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.lockedRelease(e)
+	bc := b
+	q.lockedEmit(e, Event{Type: EventBatchEnded, Batch: &bc, Result: &res})
+	q.lockedEnd(e, v1alpha1.PhaseFailed, reason, fmt.Sprintf("batch %d could not start: %v", b.Index, err))
+}
+
+// awaitBatch waits for the batch, applying pause and resume; on a cancel it
+// cancels the batch and waits for it. It reports whether it was cancelled.
+func (q *Queue) awaitBatch(e *entry, rb RunningBatch) (BatchResult, bool) {
+	done := make(chan BatchResult, 1)
+	go func() { done <- rb.Wait() }()
+	applied := false
+	for {
+		q.mu.Lock()
+		cancelled := e.ctx.Err() != nil
+		want := e.task.Paused
+		q.mu.Unlock()
+		if cancelled {
+			if applied {
+				// Let a stopped group see its SIGTERM.
+				_ = rb.Resume()
+			}
+			rb.Cancel()
+			return <-done, true
+		}
+		if want != applied {
+			var err error
+			if want {
+				err = rb.Pause()
+			} else {
+				err = rb.Resume()
+			}
+			applied = want
+			q.mu.Lock()
+			msg := "batch resumed"
+			phase := v1alpha1.PhaseRunning
+			if want {
+				msg, phase = "batch stopped; reservation kept", v1alpha1.PhasePaused
+			}
+			if err != nil {
+				msg = fmt.Sprintf("%s (signal: %v)", msg, err)
+			}
+			reason := v1alpha1.ReasonPaused
+			if !want {
+				reason = v1alpha1.ReasonAdmitted
+			}
+			q.lockedSetPhase(e, phase, reason, msg)
+			q.mu.Unlock()
+		}
+		select {
+		case res := <-done:
+			// A batch that ended while stopped leaves the task Paused: the
+			// pause then holds between batches, with the reservation.
+			return res, false
+		case <-e.ctl:
+		case <-e.ctx.Done():
+		}
+	}
+}
+
+// endBatch records the batch and decides what follows. For a retry it
+// returns the backoff timer, created before the event that announces it.
+func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *int) (outcome, clock.Timer) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.adm.RecordBatch(e.task.Estimate.Class, governor.BatchRecord{
+		Items:           b.Size,
+		Threads:         b.Contract.Threads,
+		Duration:        res.Ended.Sub(res.Started),
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		ExitCode:        res.ExitCode,
+	})
+	bc, rc := b, res
+	ended := Event{Type: EventBatchEnded, Batch: &bc, Result: &rc}
+	if res.ExitCode == 0 && res.Reason == "" {
+		e.task.ItemsDone += b.Size
+		e.task.BatchesDone++
+		q.lockedEmit(e, ended)
+		if e.task.ItemsDone >= e.task.ItemsTotal {
+			q.lockedRelease(e)
+			q.lockedEnd(e, v1alpha1.PhaseDone, v1alpha1.ReasonCompleted,
+				fmt.Sprintf("all %d items done in %d batches", e.task.ItemsTotal, e.task.BatchesDone))
+			return outStop, nil
+		}
+		return outNext, nil
+	}
+	reason := res.Reason
+	if reason == "" {
+		reason = v1alpha1.ReasonExitCode
+	}
+	detail := res.Message
+	if detail == "" {
+		detail = fmt.Sprintf("exit code %d", res.ExitCode)
+	}
+	if reason == v1alpha1.ReasonMemoryExceeded {
+		floor := max(e.task.Estimate.BatchMin, 1)
+		if b.Size <= floor {
+			q.lockedEmit(e, ended)
+			q.lockedRelease(e)
+			q.lockedEnd(e, v1alpha1.PhaseFailed, reason,
+				fmt.Sprintf("batch %d of %d items exceeded its memory at batch.min (%d): %s", b.Index, b.Size, floor, detail))
+			return outStop, nil
+		}
+		e.memCap = max(floor, b.Size/2)
+		*attempt++
+		q.lockedEmit(e, ended)
+		return outShrink, nil
+	}
+	*failures++
+	if *failures > e.task.Retries {
+		q.lockedEmit(e, ended)
+		q.lockedRelease(e)
+		q.lockedEnd(e, v1alpha1.PhaseFailed, reason,
+			fmt.Sprintf("batch %d (items %d..%d) failed after %d attempts: %s", b.Index, b.Start, b.Start+b.Size-1, *attempt, detail))
+		return outStop, nil
+	}
+	*attempt++
+	t := q.clock.NewTimer(q.cfg.backoff(*failures))
+	q.lockedEmit(e, ended)
+	return outRetry, t
+}
+
+// sequenceBreak releases the reservation, refreshes the governor, offers the
+// budget to the pending tasks ahead of this one, and asks for a fresh
+// contract, polling every BoundaryPoll while told Wait. While it waits the
+// task holds no reservation and is reported Pending. It returns outNext with
+// a new reservation held, outStop when rejected, outCancelled when cancelled.
+func (q *Queue) sequenceBreak(e *entry) outcome {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.lockedRelease(e)
+	q.adm.Refresh()
+	q.lockedScan(e, true)
+	for {
+		if e.ctx.Err() != nil {
+			// Leave Running now: it no longer holds a reservation.
+			q.lockedFinishCancelled(e)
+			return outCancelled
+		}
+		if e.task.Paused {
+			// No reservation is held here: nothing to keep.
+			if e.phase != v1alpha1.PhasePending {
+				q.lockedSetPhase(e, v1alpha1.PhasePending, v1alpha1.ReasonPaused, "paused between batches")
+			} else {
+				q.lockedWait(e, v1alpha1.ReasonPaused, "paused between batches")
+			}
+			q.mu.Unlock()
+			select {
+			case <-e.ctl:
+			case <-e.ctx.Done():
+			}
+			q.mu.Lock()
+			q.adm.Refresh()
+			continue
+		}
+		// The poll timer exists before the governor is asked, so whoever
+		// sees the question can step a fake clock past it.
+		t := q.clock.NewTimer(q.cfg.BoundaryPoll)
+		d, r, ok := q.adm.Reserve(e.estimate())
+		switch {
+		case ok:
+			t.Stop()
+			q.lockedHold(e, r)
+			if e.phase != v1alpha1.PhaseRunning {
+				q.lockedSetPhase(e, v1alpha1.PhaseReserved, v1alpha1.ReasonAdmitted, admitMessage(d, *e.contract))
+			}
+			return outNext
+		case d.Verdict == governor.Reject:
+			t.Stop()
+			q.lockedEnd(e, v1alpha1.PhaseRejected, string(d.Reason), DecisionMessage(d))
+			return outStop
+		}
+		if e.phase != v1alpha1.PhasePending {
+			q.lockedSetPhase(e, v1alpha1.PhasePending, string(d.Reason), DecisionMessage(d))
+			e.lastDec, e.hasDec = d, true
+		} else {
+			q.lockedWaitDecision(e, &d)
+		}
+		q.mu.Unlock()
+		select {
+		case <-t.C():
+		case <-e.ctl:
+		case <-e.ctx.Done():
+		}
+		t.Stop()
+		q.mu.Lock()
+		q.adm.Refresh()
+	}
+}
