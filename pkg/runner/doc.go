@@ -1,0 +1,55 @@
+// Package runner runs one batch of a task as real processes: the command,
+// once, as its own process group, under the batch's contract.
+//
+// What it owns:
+//   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir,
+//     removed when the batch succeeds and kept otherwise;
+//   - the batch's lines in the task's log file (opened in append mode): a
+//     header "=== batch 3 items 120..155 threads 4 memory 2.2GiB attempt 1
+//     at RFC3339 ===" (the item range is inclusive), the command's stdout and
+//     stderr, and an end line with the exit, the reason and the peak memory;
+//   - the environment: the controller's, then LARDON3D_TASK, _BATCH_INDEX,
+//     _BATCH_START, _BATCH_SIZE, _ITEMS_TOTAL, _ITEMS_FILE, _THREADS,
+//     _MEMORY_LIMIT, _SCRATCH_DIR (when set), OMP_NUM_THREADS,
+//     OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and GOMAXPROCS (the contract's
+//     threads), then Spec.Env in order. $(VAR) in env values and in the
+//     command expands as in Kubernetes: "$$" escapes, an unknown reference
+//     stays as written, an env value sees only the variables before it;
+//   - the process group: Setpgid, a parent-death SIGKILL on the leader, the
+//     CPU affinity of Spec.CPUs (set on the forking thread so the child is
+//     bound from its first instruction; when the kernel refuses, the batch
+//     runs unbound and the log says so);
+//   - the memory watch: every SampleInterval the resident memory (RSS) of
+//     every process of the group is summed through procfs; above
+//     MemoryLimit×(1+tolerance) the group is killed with SIGKILL and the
+//     batch ends with ReasonMemoryExceeded. RSS counts shared pages once per
+//     process, so the sum errs on the high side. The reported peak is the
+//     higher of the sampled sum and the leader's rusage peak;
+//   - the timeout (paused time excluded) and Cancel: SIGTERM and SIGCONT to
+//     the group, SIGKILL after KillGrace;
+//   - the end: the leader is waited for without being reaped (waitid
+//     WNOWAIT), so its pid and group id cannot be reused while the rest of
+//     the group is killed; every process left in the group after the leader
+//     exited gets SIGKILL (Result.Stragglers counts them); only when no live
+//     process remains is the leader reaped and Wait released. Zombies count
+//     as gone: they hold no memory and their parent owns them.
+//
+// Crash safety: the parent-death signal kills the leader when the
+// controller dies (Linux delivers it when the thread that forked the child
+// exits: do not call Start from a goroutine locked to its thread that then
+// ends). Grandchildren do not get it; Batch.Group gives the group id with
+// the leader's start time and the boot id, to be recorded, and KillLeftover
+// kills what a crashed controller left, never a process whose pid was
+// reused.
+//
+// What it must never do: decide admission or read the machine's budgets
+// (the governor does), retry or resize batches (the queue does), signal a
+// process outside the batch's group, or import other packages of this
+// project except pkg/apis/v1alpha1 (reason names).
+//
+// Concurrency: each Batch has one supervising goroutine that owns sampling,
+// the timeout, cancellation and the end, plus one goroutine blocked in
+// waitid. Pause and Resume are serialized by Batch.opMu, which is taken
+// before Batch.mu (the pause accounting, held only briefly); the supervisor
+// takes only Batch.mu.
+package runner

@@ -1,0 +1,212 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// member is one process of a group, as read from /proc/PID/stat.
+type member struct {
+	pid        int
+	state      string
+	startTicks uint64
+	rss        int64
+}
+
+// gone reports whether the process can no longer run or hold memory: a
+// zombie, or dead. Zombies are not counted as survivors because their parent
+// (possibly init, which may not reap in a container) owns their fate.
+func (m member) gone() bool { return m.state == "Z" || m.state == "X" || m.state == "x" }
+
+// stopped reports whether the process is stopped by a signal or a tracer.
+func (m member) stopped() bool { return m.state == "T" || m.state == "t" }
+
+func memberOf(s procfs.ProcStat) member {
+	return member{pid: s.PID, state: s.State, startTicks: s.Starttime, rss: int64(s.ResidentMemory())}
+}
+
+// groupMembers lists every process whose process group is pgid, with one
+// read of the proc directory and one stat per process.
+func groupMembers(fs procfs.FS, pgid int) ([]member, error) {
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []member
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil {
+			continue // gone between the listing and the read
+		}
+		if st.PGRP == pgid {
+			out = append(out, memberOf(st))
+		}
+	}
+	return out, nil
+}
+
+// groupSampler sums the resident memory of a group. It remembers which pids
+// of the last listing were outside the group and does not read them again:
+// a process cannot join a group of another session, and a pid is only
+// reused after it disappeared from a listing, which makes it new again.
+// Not safe for concurrent use.
+type groupSampler struct {
+	fs      procfs.FS
+	pgid    int
+	outside map[int]bool // pid -> true when outside the group at the last listing
+	next    map[int]bool
+}
+
+func newGroupSampler(fs procfs.FS, pgid int) *groupSampler {
+	return &groupSampler{fs: fs, pgid: pgid, outside: map[int]bool{}, next: map[int]bool{}}
+}
+
+// sample returns the group's resident bytes and the number of its live
+// processes.
+func (g *groupSampler) sample() (rss int64, live int, err error) {
+	procs, err := g.fs.AllProcs()
+	if err != nil {
+		return 0, 0, fmt.Errorf("list processes: %w", err)
+	}
+	clear(g.next)
+	for _, p := range procs {
+		if out, seen := g.outside[p.PID]; seen && out {
+			g.next[p.PID] = true
+			continue
+		}
+		st, err := p.Stat()
+		if err != nil {
+			continue
+		}
+		if st.PGRP != g.pgid {
+			g.next[p.PID] = true
+			continue
+		}
+		g.next[p.PID] = false
+		m := memberOf(st)
+		if !m.gone() {
+			live++
+		}
+		rss += m.rss
+	}
+	g.outside, g.next = g.next, g.outside
+	return rss, live, nil
+}
+
+// readStartTicks returns the start time of pid in clock ticks since boot.
+func readStartTicks(fs procfs.FS, pid int) (uint64, error) {
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Starttime, nil
+}
+
+// readBootID returns the kernel's boot id under the proc root, "" when it
+// cannot be read.
+func readBootID(procRoot string) string {
+	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// signalGroup sends sig to every process of the group; a group that no
+// longer exists is not an error.
+func signalGroup(pgid int, sig unix.Signal) error {
+	if pgid <= 1 {
+		return fmt.Errorf("refusing to signal process group %d", pgid)
+	}
+	if err := unix.Kill(-pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signal %v to process group %d: %w", sig, pgid, err)
+	}
+	return nil
+}
+
+// leftoverWait bounds how long KillLeftover waits for the killed processes
+// to disappear.
+const leftoverWait = 5 * time.Second
+
+// KillLeftover kills what a previous controller left of a batch's process
+// group, for a controller that restarts after a crash. The group is judged
+// to be the recorded one when
+//   - the boot id matches (when recorded), and
+//   - the process whose pid is PGID, if it exists, has the recorded start
+//     time: a different start time means the pid was reused by another
+//     process, which is left alone (killed 0, no error); and
+//   - every other process of the group started at or after StartTicks.
+//
+// Then the whole group gets SIGKILL, and KillLeftover waits (up to 5 s) for
+// its processes to be gone; killed counts the live processes found.
+func KillLeftover(pg ProcessGroup) (killed int, err error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0, fmt.Errorf("open procfs: %w", err)
+	}
+	return killLeftover(fs, procfs.DefaultMountPoint, pg)
+}
+
+func killLeftover(fs procfs.FS, procRoot string, pg ProcessGroup) (int, error) {
+	if pg.PGID <= 1 {
+		return 0, fmt.Errorf("%w: process group %d", ErrInvalidSpec, pg.PGID)
+	}
+	if pg.BootID != "" {
+		if cur := readBootID(procRoot); cur != "" && cur != pg.BootID {
+			return 0, nil // another boot: nothing of the group can be left
+		}
+	}
+	members, err := groupMembers(fs, pg.PGID)
+	if err != nil {
+		return 0, err
+	}
+	if ticks, err := readStartTicks(fs, pg.PGID); err == nil && ticks != pg.StartTicks {
+		return 0, nil // the pid was reused: not our group
+	}
+	live := 0
+	for _, m := range members {
+		if m.startTicks < pg.StartTicks {
+			return 0, nil // older than the recorded leader: another group
+		}
+		if !m.gone() {
+			live++
+		}
+	}
+	if live == 0 {
+		return 0, nil
+	}
+	deadline := time.Now().Add(leftoverWait)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		if err := signalGroup(pg.PGID, unix.SIGKILL); err != nil {
+			return live, err
+		}
+		members, err := groupMembers(fs, pg.PGID)
+		if err != nil {
+			return live, err
+		}
+		left := 0
+		for _, m := range members {
+			if !m.gone() {
+				left++
+			}
+		}
+		if left == 0 {
+			return live, nil
+		}
+		if time.Now().After(deadline) {
+			return live, fmt.Errorf("%w: %d of process group %d", ErrLeftoverSurvived, left, pg.PGID)
+		}
+		time.Sleep(wait)
+	}
+}

@@ -1,0 +1,147 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/procfs"
+)
+
+// writeStat writes a minimal /proc/PID/stat with the fields procfs reads.
+func writeStat(t *testing.T, root string, pid, pgrp int, state string, start uint64, rssPages int) {
+	t.Helper()
+	dir := filepath.Join(root, fmt.Sprint(pid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	// cmajflt utime stime cutime cstime prio nice threads itreal starttime
+	// vsize rss, then the rest.
+	fields := []string{fmt.Sprint(pid), "(p x)", state, "1", fmt.Sprint(pgrp), "1", "0", "-1", "0",
+		"0", "0", "0", "0", "0", "0", "0", "0", "20", "0", "1", "0", fmt.Sprint(start), "1000", fmt.Sprint(rssPages)}
+	for len(fields) < 52 {
+		fields = append(fields, "0")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(strings.Join(fields, " ")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupSamplerFixture(t *testing.T) {
+	root := t.TempDir()
+	page := int64(os.Getpagesize())
+	writeStat(t, root, 100, 100, "S", 500, 10) // leader
+	writeStat(t, root, 101, 100, "R", 510, 20) // child
+	writeStat(t, root, 102, 100, "Z", 510, 0)  // zombie: not live
+	writeStat(t, root, 7, 7, "S", 1, 999)      // another group
+	writeStat(t, root, 8, 1, "S", 2, 999)
+	fs, err := procfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGroupSampler(fs, 100)
+	rss, live, err := g.sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss != 30*page || live != 2 {
+		t.Fatalf("sample = %d bytes, %d live; want %d, 2", rss, live, 30*page)
+	}
+	// A new process of the group appears, the child grows, one leaves the group.
+	writeStat(t, root, 103, 100, "S", 520, 5)
+	writeStat(t, root, 101, 100, "R", 510, 40)
+	writeStat(t, root, 100, 200, "S", 500, 10)
+	if err := os.RemoveAll(filepath.Join(root, "102")); err != nil {
+		t.Fatal(err)
+	}
+	rss, live, err = g.sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss != 45*page || live != 2 {
+		t.Fatalf("second sample = %d bytes, %d live; want %d, 2", rss, live, 45*page)
+	}
+	// A pid that vanishes and comes back is read again.
+	if err := os.RemoveAll(filepath.Join(root, "7")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := g.sample(); err != nil {
+		t.Fatal(err)
+	}
+	writeStat(t, root, 7, 100, "S", 600, 1)
+	rss, live, err = g.sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss != 46*page || live != 3 {
+		t.Fatalf("third sample = %d bytes, %d live; want %d, 3", rss, live, 46*page)
+	}
+	ms, err := groupMembers(fs, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 3 {
+		t.Fatalf("groupMembers = %+v, want 3 members", ms)
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "data"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := lookPath("tool", "/nonexistent:"+bin, "/"); err != nil || p != filepath.Join(bin, "tool") {
+		t.Errorf("lookPath(tool) = %q, %v", p, err)
+	}
+	if p, err := lookPath("./bin/tool", "", dir); err != nil || p != filepath.Join(bin, "tool") {
+		t.Errorf("relative lookPath = %q, %v", p, err)
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"nope", bin, `command "nope" not found in PATH`},
+		{"data", bin, "not executable"},
+		{"./bin/data", "", `command "./bin/data" not executable`},
+		{"./bin/nope", "", `command "./bin/nope" does not exist`},
+		{"bin", dir, "not executable"},
+	} {
+		_, err := lookPath(tc.name, tc.path, dir)
+		if !errors.Is(err, ErrCommandNotFound) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lookPath(%q) error = %v, want ErrCommandNotFound with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkGroupSample measures one memory sample of a group on the real
+// /proc (the incremental sampler), against a full scan.
+func BenchmarkGroupSample(b *testing.B) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pgid := os.Getpid() // likely not a group id: the cost is the scan
+	b.Run("incremental", func(b *testing.B) {
+		g := newGroupSampler(fs, pgid)
+		for b.Loop() {
+			if _, _, err := g.sample(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("full", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := groupMembers(fs, pgid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,182 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+)
+
+// Defaults applied by Start to the zero values of a Spec.
+const (
+	// DefaultMemoryTolerance is how far above its contract a batch may go
+	// before it is killed (10%).
+	DefaultMemoryTolerance = 0.10
+	// DefaultKillGrace is the time between SIGTERM and SIGKILL.
+	DefaultKillGrace = 10 * time.Second
+	// DefaultSampleInterval is the memory sampling period.
+	DefaultSampleInterval = 100 * time.Millisecond
+)
+
+// Reasons a batch ended other than by a plain exit of its command.
+const (
+	// ReasonMemoryExceeded: the group's resident memory went past the
+	// contract by more than the tolerance; the group was killed.
+	ReasonMemoryExceeded = v1alpha1.ReasonMemoryExceeded
+	// ReasonBatchTimeout: the batch ran longer than Spec.Timeout.
+	ReasonBatchTimeout = v1alpha1.ReasonBatchTimeout
+	// ReasonCancelled: Cancel was called or the context of Start ended.
+	ReasonCancelled = "Cancelled"
+)
+
+// Errors returned by this package.
+var (
+	// ErrCommandNotFound: the command is not in PATH, does not exist or is
+	// not executable. Start wraps it with the details.
+	ErrCommandNotFound = errors.New("command not found")
+	// ErrInvalidSpec: the Spec cannot be run as given (empty command, no log
+	// path, bad env name).
+	ErrInvalidSpec = errors.New("invalid batch spec")
+	// ErrBatchEnded: Pause or Resume was called on a batch that has ended.
+	ErrBatchEnded = errors.New("batch has ended")
+	// ErrPauseTimeout: some process of the group did not reach the stopped
+	// state in time.
+	ErrPauseTimeout = errors.New("group did not stop in time")
+	// ErrLeftoverSurvived: KillLeftover sent SIGKILL but processes of the
+	// group were still alive when it gave up waiting.
+	ErrLeftoverSurvived = errors.New("leftover processes survived SIGKILL")
+)
+
+// EnvVar is one environment variable given to the command. Value may
+// reference other variables as $(NAME).
+type EnvVar struct {
+	Name, Value string
+}
+
+// Spec is one batch to run. Zero durations and tolerance take the package
+// defaults.
+type Spec struct {
+	// Task is the task's name (LARDON3D_TASK).
+	Task string
+	// Command is the program and its arguments, run without a shell after
+	// $(VAR) expansion. A program without a slash is searched in the PATH of
+	// the command's environment; a relative path is taken from WorkingDir.
+	Command []string
+	// Env is added after the controller's environment and the LARDON3D_*
+	// variables, in order; a value may reference any variable before it.
+	Env []EnvVar
+	// WorkingDir of the command ("" keeps the controller's).
+	WorkingDir string
+	// Items are this batch's items, written one per line to the items file.
+	Items []string
+	// BatchIndex is the batch's number within the task, from 0.
+	BatchIndex int64
+	// BatchStart is the index of the batch's first item within the task.
+	BatchStart int64
+	// ItemsTotal is the task's item count.
+	ItemsTotal int64
+	// Attempt is 1 for the first try of this batch (shown in the log header).
+	Attempt int
+	// Threads granted by the contract (at least 1).
+	Threads int
+	// MemoryLimit is the contract's memory in bytes; 0 means no limit.
+	MemoryLimit int64
+	// MemoryTolerance is the fraction above MemoryLimit that is tolerated;
+	// 0 means DefaultMemoryTolerance, a negative value means none.
+	MemoryTolerance float64
+	// ScratchDir is the leased scratch directory ("" for none).
+	ScratchDir string
+	// Timeout kills a batch that has been running (paused time excluded)
+	// longer than this; 0 means none.
+	Timeout time.Duration
+	// LogPath is the task's log file, opened in append mode.
+	LogPath string
+	// RunDir is where the items file is written (created when missing).
+	RunDir string
+	// KillGrace is the time between SIGTERM and SIGKILL on cancel and
+	// timeout; 0 means DefaultKillGrace.
+	KillGrace time.Duration
+	// SampleInterval is the memory sampling period; 0 means
+	// DefaultSampleInterval.
+	SampleInterval time.Duration
+	// CPUs, when set, is the CPU affinity of the group (logical CPU numbers).
+	CPUs []int
+}
+
+// ProcessGroup identifies a batch's process group across controller
+// restarts: a pid alone may be reused, a pid with its start time may not.
+type ProcessGroup struct {
+	// PGID is the group id, the leader's pid.
+	PGID int `json:"pgid"`
+	// StartTicks is the leader's start time in clock ticks since boot
+	// (field 22 of /proc/PID/stat).
+	StartTicks uint64 `json:"startTicks"`
+	// BootID is /proc/sys/kernel/random/boot_id when the group started;
+	// a different boot means nothing of the group can be left.
+	BootID string `json:"bootID,omitempty"`
+}
+
+// Result is how a batch ended.
+type Result struct {
+	// ExitCode of the leader; -1 when it was killed by a signal.
+	ExitCode int
+	// Reason is "" for a plain exit, else ReasonMemoryExceeded,
+	// ReasonBatchTimeout or ReasonCancelled.
+	Reason string
+	// Message explains the end with numbers.
+	Message string
+	// PeakMemoryBytes is the highest resident memory sampled on the group,
+	// or the leader's own peak (rusage) when that is higher.
+	PeakMemoryBytes int64
+	// Stragglers is how many processes of the group were still alive when
+	// the leader exited, and were killed.
+	Stragglers int
+	// Started and Ended bound the batch.
+	Started, Ended time.Time
+}
+
+// withDefaults returns s with the zero values replaced by the defaults, or
+// an error naming the field that cannot be run.
+func (s Spec) withDefaults() (Spec, error) {
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return s, fmt.Errorf("%w: empty command", ErrInvalidSpec)
+	}
+	if s.LogPath == "" {
+		return s, fmt.Errorf("%w: no log path", ErrInvalidSpec)
+	}
+	if s.RunDir == "" {
+		return s, fmt.Errorf("%w: no run directory", ErrInvalidSpec)
+	}
+	if s.Threads < 1 {
+		s.Threads = 1
+	}
+	if s.Attempt < 1 {
+		s.Attempt = 1
+	}
+	if s.MemoryLimit < 0 {
+		return s, fmt.Errorf("%w: negative memory limit %d", ErrInvalidSpec, s.MemoryLimit)
+	}
+	switch {
+	case s.MemoryTolerance == 0:
+		s.MemoryTolerance = DefaultMemoryTolerance
+	case s.MemoryTolerance < 0:
+		s.MemoryTolerance = 0
+	}
+	if s.KillGrace <= 0 {
+		s.KillGrace = DefaultKillGrace
+	}
+	if s.SampleInterval <= 0 {
+		s.SampleInterval = DefaultSampleInterval
+	}
+	return s, nil
+}
+
+// memoryCeiling is the resident size above which the group is killed, 0 for
+// no limit.
+func (s Spec) memoryCeiling() int64 {
+	if s.MemoryLimit == 0 {
+		return 0
+	}
+	return int64(float64(s.MemoryLimit) * (1 + s.MemoryTolerance))
+}
