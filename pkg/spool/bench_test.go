@@ -1,0 +1,81 @@
+package spool
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+)
+
+// benchManifest is a realistic 100-line manifest: comments, labels, env,
+// files, resources, and a status block of a running task.
+func benchManifest() []byte {
+	var b strings.Builder
+	b.WriteString("# yaml-language-server: $schema=../schemas/task.schema.json\n# Features for block A of the castle survey.\napiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: features-block-a   # default would be the file name\n  labels: {project: castle, block: a}\n  annotations:\n    owner: \"survey team\"\nspec:\n  class: features\n  command: [\"colmap\", \"feature_extractor\", \"--image_list_path\", \"$(LARDON3D_ITEMS_FILE)\"]\n  workingDir: /data/castle\n  env:\n  - {name: OMP_PROC_BIND, value: \"true\"}\n  - name: COLMAP_GPU\n    value: '0'\n  items:\n    files:\n")
+	for i := 0; i < 40; i++ {
+		b.WriteString("    - images/IMG_" + strings.Repeat("0", 4) + string(rune('A'+i%26)) + ".jpg\n")
+	}
+	b.WriteString("  dependsOn: [import-block-a]\n  resources:\n    fixed:     {memory: 30Mi, gpuMemory: 0}\n    perItem:   {memory: 2Mi,  gpuMemory: 0}\n    perThread: {memory: 90Mi}\n    batch:     {min: 1, max: 128}\n    threads: 4\n    minThreads: 1\n    ioSlots: 1\n  retries: 2\n  batchTimeout: 2h\n  paused: false\n\n# Written by the controller.\n")
+	out, err := ReplaceStatus([]byte(b.String()), benchStatus())
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func benchStatus() *v1alpha1.TaskStatus {
+	at := metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	return &v1alpha1.TaskStatus{
+		Phase: v1alpha1.PhaseRunning, ObservedGeneration: 3, SpecHash: "9f2c1a", QueueSeq: 12,
+		Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAdmitted, Message: "batch 37 of 128, 4 threads", LastTransitionTime: at},
+			{Type: v1alpha1.ConditionDependenciesReady, Status: metav1.ConditionTrue, Reason: "Done", LastTransitionTime: at},
+		},
+		Reservation: &v1alpha1.Contract{Batch: 37, BatchRequested: 128, Threads: 4, Memory: resource.MustParse("2265Mi"), GrantedAt: at},
+		Progress:    v1alpha1.Progress{ItemsDone: 370, ItemsTotal: 1200, BatchesDone: 10},
+		StartTime:   &at,
+		LogFile:     "/var/log/lardon3d/features-block-a.log",
+	}
+}
+
+func BenchmarkWriteStatus(b *testing.B) {
+	src := benchManifest()
+	if n := strings.Count(string(src), "\n"); n < 95 || n > 110 {
+		b.Fatalf("manifest has %d lines, want about 100", n)
+	}
+	st := benchStatus()
+	b.Run("ReplaceStatus", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			st.Progress.ItemsDone++
+			if _, err := ReplaceStatus(src, st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("File", func(b *testing.B) {
+		dir := b.TempDir()
+		path := filepath.Join(dir, "features-block-a.yaml")
+		if err := os.WriteFile(path, src, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		sp, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			st.Progress.ItemsDone++
+			if err := sp.WriteStatus(path, st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,520 @@
+package spool
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"unicode/utf8"
+
+	"sigs.k8s.io/yaml"
+	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+)
+
+// ErrNotRewritable is wrapped by every error of ReplaceStatus and
+// SetSpecPaused that means "this file cannot be edited safely": it is not a
+// single YAML mapping in block style, or its layout is one the byte-exact
+// editor does not handle. Such a file is never rewritten.
+var ErrNotRewritable = errors.New("manifest cannot be rewritten safely")
+
+// statusKey and specKey are the top-level keys the editors touch.
+const (
+	statusKey = "status"
+	specKey   = "spec"
+	pausedKey = "paused"
+)
+
+// doc is a manifest parsed for byte-exact editing.
+type doc struct {
+	src []byte
+	// lines[i] is the byte offset where line i+1 starts (yaml.Node lines are 1-based).
+	lines []int
+	root  *yamlv3.Node
+	// indent is the byte indentation of the top-level keys.
+	indent int
+	// nl is the line ending the file uses ("\r\n" or "\n").
+	nl string
+}
+
+func notRewritable(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNotRewritable}, args...)...)
+}
+
+// parseDoc parses src as one YAML document holding a block mapping.
+func parseDoc(src []byte) (*doc, error) {
+	if !utf8.Valid(src) {
+		return nil, notRewritable("not valid UTF-8")
+	}
+	// YAML also breaks lines at a lone CR, NEL, LS and PS; the byte-offset
+	// arithmetic below only knows LF and CRLF, so refuse the rest.
+	for i, c := range src {
+		if c == '\r' && (i+1 >= len(src) || src[i+1] != '\n') {
+			return nil, notRewritable("lone carriage return at byte %d", i)
+		}
+	}
+	if bytes.Contains(src, []byte("\u0085")) || bytes.Contains(src, []byte("\u2028")) || bytes.Contains(src, []byte("\u2029")) {
+		return nil, notRewritable("unicode line separator")
+	}
+	dec := yamlv3.NewDecoder(bytes.NewReader(src))
+	var n yamlv3.Node
+	if err := dec.Decode(&n); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, notRewritable("empty document")
+		}
+		return nil, notRewritable("%v", err)
+	}
+	var extra yamlv3.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, notRewritable("more than one YAML document")
+	}
+	if n.Kind != yamlv3.DocumentNode || len(n.Content) != 1 {
+		return nil, notRewritable("not a YAML document")
+	}
+	root := n.Content[0]
+	if root.Kind != yamlv3.MappingNode {
+		return nil, notRewritable("top level is not a mapping")
+	}
+	if root.Style&yamlv3.FlowStyle != 0 {
+		return nil, notRewritable("top-level mapping in flow style")
+	}
+	if len(root.Content) == 0 {
+		return nil, notRewritable("empty top-level mapping")
+	}
+	d := &doc{src: src, root: root, nl: "\n"}
+	d.lines = append(d.lines, 0)
+	if bytes.HasPrefix(src, []byte("\ufeff")) {
+		d.lines[0] = 3 // the reader skips the BOM; columns of line 1 start after it
+	}
+	for i, c := range src {
+		if c == '\n' {
+			d.lines = append(d.lines, i+1)
+		}
+	}
+	if i := bytes.IndexByte(src, '\n'); i > 0 && src[i-1] == '\r' {
+		d.nl = "\r\n"
+	}
+	first, err := d.keyOffset(root.Content[0])
+	if err != nil {
+		return nil, err
+	}
+	d.indent = first - d.lines[root.Content[0].Line-1]
+	for i := 0; i < len(root.Content); i += 2 {
+		k := root.Content[i]
+		off, err := d.keyOffset(k)
+		if err != nil {
+			return nil, err
+		}
+		if off-d.lines[k.Line-1] != d.indent {
+			return nil, notRewritable("line %d: top-level key not aligned", k.Line)
+		}
+	}
+	return d, nil
+}
+
+// keyOffset returns the byte offset of a block-mapping key that must be the
+// first thing on its line (only spaces before it).
+func (d *doc) keyOffset(k *yamlv3.Node) (int, error) {
+	if k.Line < 1 || k.Line > len(d.lines) || k.Column < 1 {
+		return 0, notRewritable("key without position")
+	}
+	ls := d.lines[k.Line-1]
+	off := ls + k.Column - 1
+	if off > len(d.src) {
+		return 0, notRewritable("line %d: key position out of range", k.Line)
+	}
+	for _, c := range d.src[ls:off] {
+		if c != ' ' {
+			return 0, notRewritable("line %d: key is not the first thing on its line", k.Line)
+		}
+	}
+	return off, nil
+}
+
+// lineStartOf returns the start of the line holding byte off.
+func (d *doc) lineStartOf(off int) int {
+	i := bytes.LastIndexByte(d.src[:off], '\n')
+	if i < 0 {
+		if bytes.HasPrefix(d.src, []byte("\ufeff")) && off >= 3 {
+			return 3
+		}
+		return 0
+	}
+	return i + 1
+}
+
+// docEnd returns where the document's content ends: the start of a
+// document end (`...`) or start (`---`) marker after line, else len(src).
+func (d *doc) docEnd(line int) int {
+	for l := line; l < len(d.lines); l++ {
+		s := d.lines[l]
+		rest := d.src[s:]
+		if bytes.HasPrefix(rest, []byte("...")) || bytes.HasPrefix(rest, []byte("---")) {
+			if len(rest) == 3 || rest[3] == ' ' || rest[3] == '\t' || rest[3] == '\n' || rest[3] == '\r' {
+				return s
+			}
+		}
+	}
+	return len(d.src)
+}
+
+// entryRange returns the byte range [start, end) of the top-level entry
+// whose key is root.Content[i]: from the start of the key's line to the
+// start of the next top-level key's line (or the document's end), minus the
+// trailing blank lines and top-level comments, which belong to what follows.
+func (d *doc) entryRange(i int) (start, end int, err error) {
+	key := d.root.Content[i]
+	off, err := d.keyOffset(key)
+	if err != nil {
+		return 0, 0, err
+	}
+	start = d.lines[key.Line-1]
+	if i+2 < len(d.root.Content) {
+		next := d.root.Content[i+2]
+		if _, err := d.keyOffset(next); err != nil {
+			return 0, 0, err
+		}
+		end = d.lines[next.Line-1]
+	} else {
+		end = d.docEnd(key.Line)
+	}
+	if end <= off {
+		return 0, 0, notRewritable("line %d: entry shares its line with the next one", key.Line)
+	}
+	keyLineEnd := off
+	if j := bytes.IndexByte(d.src[off:end], '\n'); j >= 0 {
+		keyLineEnd = off + j + 1
+	} else {
+		keyLineEnd = end
+	}
+	for end > keyLineEnd {
+		ls := d.lineStartOf(end - 1)
+		if ls < keyLineEnd {
+			break
+		}
+		line := bytes.TrimRight(d.src[ls:end], "\r\n")
+		t := bytes.TrimLeft(line, " \t")
+		if len(t) == 0 || (t[0] == '#' && len(line)-len(t) <= d.indent) {
+			end = ls
+			continue
+		}
+		break
+	}
+	return start, end, nil
+}
+
+// find returns the index in root.Content of the top-level key name, -1 when
+// absent, or an error when it appears twice.
+func find(m *yamlv3.Node, name string) (int, error) {
+	at := -1
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		if k.Kind == yamlv3.ScalarNode && k.Value == name {
+			if at >= 0 {
+				return 0, notRewritable("key %q appears twice", name)
+			}
+			at = i
+		}
+	}
+	return at, nil
+}
+
+// statusBlock renders "status:" and the indented status for this document.
+func (d *doc) statusBlock(status *v1alpha1.TaskStatus) ([]byte, []byte, error) {
+	y, err := yaml.Marshal(status)
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal status: %w", err)
+	}
+	pad := bytes.Repeat([]byte{' '}, d.indent)
+	var b bytes.Buffer
+	b.Grow(len(y) + len(y)/4 + 16)
+	b.Write(pad)
+	b.WriteString("status:")
+	if bytes.Count(y, []byte{'\n'}) <= 1 && len(y) > 0 && (y[0] == '{' || y[0] == '[') {
+		b.WriteByte(' ')
+		b.Write(bytes.TrimRight(y, "\n"))
+		b.WriteString(d.nl)
+		return b.Bytes(), y, nil
+	}
+	b.WriteString(d.nl)
+	for rest := y; len(rest) > 0; {
+		line := rest
+		if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+			line, rest = rest[:j], rest[j+1:]
+		} else {
+			rest = nil
+		}
+		if len(line) > 0 {
+			b.Write(pad)
+			b.WriteString("  ")
+			b.Write(line)
+		}
+		b.WriteString(d.nl)
+	}
+	return b.Bytes(), y, nil
+}
+
+// ReplaceStatus returns src with its top-level status block replaced by
+// status (or removed when status is nil), every other byte unchanged. An
+// absent block is added at the end of the document. The status is written
+// in block style, indented two spaces under "status:", with the file's line
+// endings; a file without a final newline keeps none when status was its
+// last entry.
+//
+// It fails, wrapping ErrNotRewritable, when src is not one YAML document
+// holding a block mapping, or when the edited file would not decode to the
+// same top-level values and the new status (a self-check that guards
+// against anchors, odd layouts and bugs): such a file is never rewritten.
+func ReplaceStatus(src []byte, status *v1alpha1.TaskStatus) ([]byte, error) {
+	d, err := parseDoc(src)
+	if err != nil {
+		return nil, err
+	}
+	at, err := find(d.root, statusKey)
+	if err != nil {
+		return nil, err
+	}
+	var block, statusYAML []byte
+	if status != nil {
+		if block, statusYAML, err = d.statusBlock(status); err != nil {
+			return nil, err
+		}
+	}
+	var start, end int
+	var out []byte
+	if at >= 0 {
+		if start, end, err = d.entryRange(at); err != nil {
+			return nil, err
+		}
+		if end == len(src) && len(src) > 0 && src[len(src)-1] != '\n' {
+			block = bytes.TrimSuffix(block, []byte(d.nl))
+		}
+		out = splice(src, start, end, nil, block)
+	} else {
+		if status == nil {
+			return src, nil
+		}
+		last := d.root.Content[len(d.root.Content)-2]
+		start = d.docEnd(last.Line)
+		var lead []byte
+		if start > 0 && src[start-1] != '\n' {
+			lead = []byte(d.nl)
+		}
+		out = splice(src, start, start, lead, block)
+	}
+	if err := verify(d.root, out, func(m map[string]any) error {
+		if status == nil {
+			delete(m, statusKey)
+			return nil
+		}
+		var want any
+		if err := yamlv3.Unmarshal(statusYAML, &want); err != nil {
+			return fmt.Errorf("decode status: %w", err)
+		}
+		m[statusKey] = want
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SetSpecPaused returns src with spec.paused set to paused, every other
+// byte unchanged: an existing plain scalar value is replaced in place, an
+// absent key is added as the last entry of spec. It fails, wrapping
+// ErrNotRewritable, when src has no block-style spec mapping, when
+// spec.paused is not a plain scalar, or when the self-check fails.
+func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
+	d, err := parseDoc(src)
+	if err != nil {
+		return nil, err
+	}
+	at, err := find(d.root, specKey)
+	if err != nil {
+		return nil, err
+	}
+	if at < 0 {
+		return nil, notRewritable("no spec")
+	}
+	spec := d.root.Content[at+1]
+	if spec.Kind != yamlv3.MappingNode || spec.Style&yamlv3.FlowStyle != 0 || len(spec.Content) == 0 {
+		return nil, notRewritable("spec is not a block mapping")
+	}
+	word := []byte("false")
+	if paused {
+		word = []byte("true")
+	}
+	pi, err := find(spec, pausedKey)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	if pi >= 0 {
+		v := spec.Content[pi+1]
+		if v.Kind != yamlv3.ScalarNode || v.Style != 0 || v.Value == "" || v.Anchor != "" {
+			return nil, notRewritable("spec.paused is not a plain scalar")
+		}
+		if v.Line < 1 || v.Line > len(d.lines) || v.Column < 1 {
+			return nil, notRewritable("spec.paused without position")
+		}
+		off := d.lines[v.Line-1]
+		for c := 1; c < v.Column; c++ {
+			if off >= len(src) {
+				return nil, notRewritable("spec.paused position out of range")
+			}
+			_, n := utf8.DecodeRune(src[off:])
+			off += n
+		}
+		if !bytes.HasPrefix(src[off:], []byte(v.Value)) {
+			return nil, notRewritable("line %d: spec.paused value not found", v.Line)
+		}
+		end := off + len(v.Value)
+		if end < len(src) && !bytes.ContainsRune([]byte(" \t\r\n"), rune(src[end])) {
+			return nil, notRewritable("line %d: spec.paused spans more than its text", v.Line)
+		}
+		out = splice(src, off, end, nil, word)
+	} else {
+		first := spec.Content[0]
+		ko, err := d.keyOffset(first)
+		if err != nil {
+			return nil, err
+		}
+		indent := ko - d.lines[first.Line-1]
+		if indent <= d.indent {
+			return nil, notRewritable("line %d: spec entries not indented", first.Line)
+		}
+		_, end, err := d.entryRange(at)
+		if err != nil {
+			return nil, err
+		}
+		line := make([]byte, 0, indent+len("paused: false")+2)
+		line = append(line, bytes.Repeat([]byte{' '}, indent)...)
+		line = append(line, "paused: "...)
+		line = append(line, word...)
+		var lead []byte
+		if end > 0 && src[end-1] != '\n' {
+			lead = []byte(d.nl) // end of a file without a final newline
+		} else {
+			line = append(line, d.nl...)
+		}
+		out = splice(src, end, end, lead, line)
+	}
+	if err := verify(d.root, out, func(m map[string]any) error {
+		s, ok := m[specKey].(map[string]any)
+		if !ok {
+			return notRewritable("spec does not decode to a string-keyed mapping")
+		}
+		s[pausedKey] = paused
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// splice returns src[:start] + lead + mid + src[end:] in a new slice.
+func splice(src []byte, start, end int, lead, mid []byte) []byte {
+	out := make([]byte, 0, len(src)-(end-start)+len(lead)+len(mid))
+	out = append(out, src[:start]...)
+	out = append(out, lead...)
+	out = append(out, mid...)
+	return append(out, src[end:]...)
+}
+
+// verify decodes src (the parsed original) and out, applies want to src's
+// top-level mapping and
+// checks that it equals out's: the edit changed exactly what it meant to.
+func verify(src *yamlv3.Node, out []byte, want func(map[string]any) error) error {
+	var before, after map[string]any
+	if err := src.Decode(&before); err != nil {
+		return notRewritable("decode: %v", err)
+	}
+	if err := want(before); err != nil {
+		return err
+	}
+	if err := yamlv3.Unmarshal(out, &after); err != nil {
+		return notRewritable("self-check: edited file does not decode: %v", err)
+	}
+	if !equalValues(before, after) {
+		return notRewritable("self-check: edited file does not decode to the intended values")
+	}
+	return nil
+}
+
+// equalValues is reflect.DeepEqual where NaN equals NaN.
+func equalValues(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !equalValues(v, w) {
+				return false
+			}
+		}
+		return true
+	case map[any]any:
+		y, ok := b.(map[any]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !equalValues(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equalValues(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case float64:
+		y, ok := b.(float64)
+		return ok && (x == y || (math.IsNaN(x) && math.IsNaN(y)))
+	default:
+		return reflect.DeepEqual(a, b)
+	}
+}
+
+// statusRange reports the byte range of the status entry of src as
+// ReplaceStatus sees it (start == end at the insertion point when absent).
+// Tests use it to check that the bytes outside it are unchanged.
+func statusRange(src []byte) (start, end int, err error) {
+	d, err := parseDoc(src)
+	if err != nil {
+		return 0, 0, err
+	}
+	at, err := find(d.root, statusKey)
+	if err != nil {
+		return 0, 0, err
+	}
+	if at < 0 {
+		p := d.docEnd(d.root.Content[len(d.root.Content)-2].Line)
+		return p, p, nil
+	}
+	return d.entryRange(at)
+}
+
+// userContent returns src without its status entry: the part of the file
+// the user owns. When src cannot be parsed for editing it is src itself.
+func userContent(src []byte) []byte {
+	start, end, err := statusRange(src)
+	if err != nil || start == end {
+		return src
+	}
+	return splice(src, start, end, nil, nil)
+}
