@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+)
+
+func newDescribeCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Tell a task's whole story: spec, contract, conditions, batches, why it waits",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := findTask(g.spool, args[0])
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			describe(cmd.OutOrStdout(), f, time.Now())
+			return nil
+		},
+	}
+}
+
+func describe(w io.Writer, f manifestFile, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "Name:\t%s\n", f.name())
+	fmt.Fprintf(tw, "File:\t%s\n", f.path)
+	if f.unparseable() {
+		fmt.Fprintf(tw, "Phase:\tInvalid (the file is not parseable YAML and is never rewritten)\n")
+		fmt.Fprintf(tw, "Error:\t%v\n", f.err)
+		return
+	}
+	t := f.task
+	sp, st := t.Spec, t.Status
+	if f.err != nil {
+		fmt.Fprintf(tw, "Errors:\t%s\n", strings.ReplaceAll(f.err.Error(), "\n", "\n\t"))
+	}
+	fmt.Fprintf(tw, "Phase:\t%s\n", orDash(string(st.Phase)))
+	fmt.Fprintf(tw, "Generation:\t%d observed\n", st.ObservedGeneration)
+	fmt.Fprintf(tw, "Class:\t%s\n", orDash(string(sp.Class)))
+	fmt.Fprintf(tw, "Command:\t%s\n", strings.Join(sp.Command, " "))
+	if sp.WorkingDir != "" {
+		fmt.Fprintf(tw, "Working dir:\t%s\n", sp.WorkingDir)
+	}
+	fmt.Fprintf(tw, "Items:\t%s\n", itemsSummary(sp.Items))
+	if len(sp.DependsOn) > 0 {
+		fmt.Fprintf(tw, "Depends on:\t%s\n", strings.Join(sp.DependsOn, ", "))
+	}
+	r := sp.Resources
+	fmt.Fprintf(tw, "Estimate:\tfixed %s + %s per item + %s per thread; batch %d..%d; threads %d (min %d); io slots %d; gpu slots %d\n",
+		qty(r.Fixed.Memory), qty(r.PerItem.Memory), qty(r.PerThread.Memory), r.Batch.Min, r.Batch.Max, r.Threads, r.MinThreads, r.IOSlots, r.GPUSlots)
+	fmt.Fprintf(tw, "Retries:\t%d\n", sp.Retries)
+	if sp.BatchTimeout != nil {
+		fmt.Fprintf(tw, "Batch timeout:\t%s\n", sp.BatchTimeout.Duration)
+	}
+	if sp.Paused {
+		fmt.Fprintf(tw, "Paused:\ttrue\n")
+	}
+	fmt.Fprintf(tw, "Progress:\t%d/%d items, %d batches\n", st.Progress.ItemsDone, st.Progress.ItemsTotal, st.Progress.BatchesDone)
+	if c := st.Reservation; c != nil {
+		fmt.Fprintf(tw, "Contract:\tbatch %d of %d asked, %d threads, %s memory, %d io slots, %d gpu slots, granted %s ago (governor generation %d)\n",
+			c.Batch, c.BatchRequested, c.Threads, c.Memory.String(), c.IOSlots, c.GPUSlots, now.Sub(c.GrantedAt.Time).Round(time.Second), c.Generation)
+	} else {
+		fmt.Fprintf(tw, "Contract:\tnone\n")
+	}
+	if lb := st.LastBatch; lb != nil {
+		line := fmt.Sprintf("#%d items %d..%d, %d threads, attempt %d", lb.Index, lb.Start, lb.Start+lb.Size, lb.Threads, lb.Attempt)
+		if lb.EndTime != nil && lb.StartTime != nil {
+			line += fmt.Sprintf(", ran %s", lb.EndTime.Sub(lb.StartTime.Time).Round(time.Millisecond))
+		} else if lb.StartTime != nil {
+			line += fmt.Sprintf(", running for %s", now.Sub(lb.StartTime.Time).Round(time.Second))
+		}
+		if lb.ExitCode != nil {
+			line += fmt.Sprintf(", exit %d", *lb.ExitCode)
+		}
+		if lb.Reason != "" {
+			line += ", " + lb.Reason
+		}
+		if lb.PeakMemory != nil {
+			line += ", peak " + lb.PeakMemory.String()
+		}
+		fmt.Fprintf(tw, "Last batch:\t%s\n", line)
+	}
+	if st.StartTime != nil {
+		fmt.Fprintf(tw, "Started:\t%s\n", st.StartTime.Format(time.RFC3339))
+	}
+	if st.CompletionTime != nil {
+		fmt.Fprintf(tw, "Completed:\t%s\n", st.CompletionTime.Format(time.RFC3339))
+	}
+	if st.LogFile != "" {
+		fmt.Fprintf(tw, "Log:\t%s\n", st.LogFile)
+	}
+	if len(st.Conditions) > 0 {
+		fmt.Fprintf(tw, "Conditions:\n  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE\n")
+		for _, c := range st.Conditions {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, now.Sub(c.LastTransitionTime.Time).Round(time.Second), c.Message)
+		}
+	}
+}
+
+func itemsSummary(it v1alpha1.Items) string {
+	switch {
+	case it.Count != nil:
+		return fmt.Sprintf("count %d", *it.Count)
+	case len(it.Files) > 0:
+		return fmt.Sprintf("%d files", len(it.Files))
+	case it.Glob != "":
+		return "glob " + it.Glob
+	}
+	return "-"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,116 @@
+// Command lardon3d-controller runs batch tasks from YAML manifests in a spool
+// directory under a resource governor that never over-commits the machine,
+// and offers kubectl-like verbs over the same spool.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// globals are the flags every verb shares.
+type globals struct {
+	spool     string
+	logFormat string
+	logLevel  string
+}
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func execute(args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.err != nil {
+				fmt.Fprintln(stderr, "error:", ee.err)
+			}
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	return 0
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "lardon3d-controller",
+		Short:         "Run batch tasks from a spool of YAML manifests without running the machine out of memory",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.spool, "spool", envOr("LARDON3D_SPOOL", "."), "spool directory of task manifests (env LARDON3D_SPOOL)")
+	pf.StringVar(&g.logFormat, "log-format", "", "log format: console or json (default: console on a terminal, json otherwise)")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.AddCommand(
+		newRunCommand(g),
+		newGetCommand(g),
+		newDescribeCommand(g),
+		newValidateCommand(),
+		newPauseCommand(g, true),
+		newPauseCommand(g, false),
+		newBudgetsCommand(g),
+	)
+	return root
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// newLogger builds the zerolog logger the flags ask for.
+func newLogger(g *globals, w io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(strings.ToLower(g.logLevel))
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: %w", g.logLevel, err)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	format := g.logFormat
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "console"
+			}
+		}
+	}
+	switch format {
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	case "json":
+	default:
+		return zerolog.Nop(), fmt.Errorf("--log-format %q: want console or json", format)
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// manifestFile is one manifest of the spool as the read-only verbs see it.
+type manifestFile struct {
+	path string
+	task *v1alpha1.Task // nil when not parseable
+	err  error          // parse or validation error
+}
+
+// readSpool reads every manifest of dir, sorted by task name. It works
+// whether or not a controller runs: status is what the controller last wrote.
+func readSpool(dir string) ([]manifestFile, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	var out []manifestFile
+	for _, de := range ents {
+		if de.IsDir() || !spool.IsManifestName(de.Name()) {
+			continue
+		}
+		out = append(out, readManifest(filepath.Join(dir, de.Name())))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
+	return out, nil
+}
+
+func readManifest(path string) manifestFile {
+	mf := manifestFile{path: path}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		mf.err = err
+		return mf
+	}
+	mf.task, mf.err = v1alpha1.ParseManifest(filepath.Base(path), data)
+	return mf
+}
+
+func (m manifestFile) name() string {
+	if m.task != nil && m.task.Metadata.Name != "" {
+		return m.task.Metadata.Name
+	}
+	return v1alpha1.NameFromFile(filepath.Base(m.path))
+}
+
+// unparseable reports whether the file is not YAML at all.
+func (m manifestFile) unparseable() bool {
+	var se *v1alpha1.SyntaxError
+	return m.task == nil || errors.As(m.err, &se)
+}
+
+// findTask finds the manifest of the task called name.
+func findTask(dir, name string) (manifestFile, error) {
+	files, err := readSpool(dir)
+	if err != nil {
+		return manifestFile{}, err
+	}
+	for _, f := range files {
+		if f.name() == name {
+			return f, nil
+		}
+	}
+	return manifestFile{}, fmt.Errorf("no task %q in %s", name, dir)
+}

@@ -1,0 +1,191 @@
+// Package metrics exposes the controller's Prometheus metrics: budgets,
+// reservations, decisions, tasks by phase, batches and status writes. It owns
+// the registry; it reads the governor only through BudgetSource, at scrape
+// time, and never touches files or processes.
+package metrics
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+)
+
+const namespace = "lardon3d"
+
+// Metrics holds the controller's collectors.
+type Metrics struct {
+	registry      *prometheus.Registry
+	decisions     *prometheus.CounterVec
+	tasks         *prometheus.GaugeVec
+	batchDuration *prometheus.HistogramVec
+	batchPeak     *prometheus.HistogramVec
+	statusWrites  *prometheus.HistogramVec
+	ready         atomic.Bool
+}
+
+// New registers every collector; budgets are read from src at scrape time.
+func New(src BudgetSource) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "governor_decisions_total",
+			Help: "Governor decisions taken for the queue, by verdict and reason.",
+		}, []string{"verdict", "reason"}),
+		tasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "tasks",
+			Help: "Tasks known to the controller, by phase.",
+		}, []string{"phase"}),
+		batchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "batch_duration_seconds",
+			Help:    "Duration of finished batches, by task class.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
+		}, []string{"class"}),
+		batchPeak: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "batch_peak_memory_bytes",
+			Help:    "Peak resident memory of finished batches' process groups, by task class.",
+			Buckets: prometheus.ExponentialBuckets(16<<20, 2, 12),
+		}, []string{"class"}),
+		statusWrites: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "status_write_duration_seconds",
+			Help:    "Latency of status write-backs into manifests, by result.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"result"}),
+	}
+	m.registry.MustRegister(m.decisions, m.tasks, m.batchDuration, m.batchPeak, m.statusWrites,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if src != nil {
+		m.registry.MustRegister(newBudgetCollector(src))
+	}
+	return m
+}
+
+// ObserveDecision counts a governor decision.
+func (m *Metrics) ObserveDecision(d governor.Decision) {
+	m.decisions.WithLabelValues(d.Verdict.String(), string(d.Reason)).Inc()
+}
+
+// ObserveBatch records a finished batch.
+func (m *Metrics) ObserveBatch(class string, d time.Duration, peakBytes int64) {
+	m.batchDuration.WithLabelValues(class).Observe(d.Seconds())
+	if peakBytes > 0 {
+		m.batchPeak.WithLabelValues(class).Observe(float64(peakBytes))
+	}
+}
+
+// ObserveStatusWrite records one status write's latency.
+func (m *Metrics) ObserveStatusWrite(d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.statusWrites.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// SetPhases replaces the count of tasks per phase.
+func (m *Metrics) SetPhases(counts map[v1alpha1.Phase]int) {
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseReserved, v1alpha1.PhaseRunning,
+		v1alpha1.PhasePaused, v1alpha1.PhaseDone, v1alpha1.PhaseFailed, v1alpha1.PhaseRejected} {
+		m.tasks.WithLabelValues(string(p)).Set(float64(counts[p]))
+	}
+}
+
+// SetReady marks the controller ready (the spool was listed once).
+func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
+
+// Handler serves /metrics, /healthz and /readyz.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.ready.Load() {
+			http.Error(w, "spool not listed yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// BudgetSource gives the governor's budgets at scrape time.
+type BudgetSource interface {
+	Budgets() governor.BudgetsView
+}
+
+// budgetCollector reads the governor's budgets when scraped.
+type budgetCollector struct {
+	src          BudgetSource
+	capacity     *prometheus.Desc
+	margin       *prometheus.Desc
+	reserved     *prometheus.Desc
+	free         *prometheus.Desc
+	reservations *prometheus.Desc
+	generation   *prometheus.Desc
+	deferred     *prometheus.Desc
+}
+
+func newBudgetCollector(src BudgetSource) *budgetCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "budget", name), help, labels, nil)
+	}
+	return &budgetCollector{
+		src:          src,
+		capacity:     d("capacity", "Capacity of each budget, in its unit (bytes, threads or slots).", "resource"),
+		margin:       d("margin", "Margin kept free of reservations, per budget.", "resource"),
+		reserved:     d("reserved", "Amount held by active reservations, per budget.", "resource"),
+		free:         d("free", "Amount still grantable, per budget.", "resource"),
+		reservations: prometheus.NewDesc(prometheus.BuildFQName(namespace, "governor", "active_reservations"), "Active reservations.", nil, nil),
+		generation:   prometheus.NewDesc(prometheus.BuildFQName(namespace, "governor", "generation"), "Generation of the hardware registry.", nil, nil),
+		deferred:     prometheus.NewDesc(prometheus.BuildFQName(namespace, "governor", "admission_deferred"), "1 while a signal defers new admissions, by signal.", []string{"signal"}, nil),
+	}
+}
+
+// Describe sends every descriptor.
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.capacity, c.margin, c.reserved, c.free, c.reservations, c.generation, c.deferred} {
+		ch <- d
+	}
+}
+
+// Collect reads the budgets once and sends their values.
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	v := c.src.Budgets()
+	send := func(name string, b governor.BudgetState) {
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(b.Capacity), name)
+		ch <- prometheus.MustNewConstMetric(c.margin, prometheus.GaugeValue, float64(b.Margin), name)
+		ch <- prometheus.MustNewConstMetric(c.reserved, prometheus.GaugeValue, float64(b.Reserved), name)
+		ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(b.Free), name)
+	}
+	send("memory", v.Memory)
+	send("cpu", v.CPU)
+	send("io_slots", v.IOSlots)
+	send("gpu_slots", v.GPUSlots)
+	for _, g := range v.GPUs {
+		if g.Known && !g.Unified {
+			send("gpu_memory:"+g.ID, g.Memory)
+		}
+	}
+	for _, s := range v.Scratch {
+		send("scratch:"+s.Path, s.Bytes)
+	}
+	ch <- prometheus.MustNewConstMetric(c.reservations, prometheus.GaugeValue, float64(v.Reservations))
+	ch <- prometheus.MustNewConstMetric(c.generation, prometheus.GaugeValue, float64(v.Generation))
+	ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, boolGauge(v.LoadDeferred), "load")
+	ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, boolGauge(v.IODeferred), "io_pressure")
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,244 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
+)
+
+// runInfo is what a batch of a task needs beyond its contract.
+type runInfo struct {
+	command []string
+	env     []runner.EnvVar
+	workDir string
+	items   []string
+	logPath string
+	runDir  string
+}
+
+// groupNote tells the owner that a batch's process group started, so that
+// the group is recorded in status for a restarted controller to clean up.
+type groupNote struct {
+	task  string
+	group runner.ProcessGroup
+}
+
+// batchRunner adapts package runner to the queue's BatchRunner.
+type batchRunner struct {
+	killGrace time.Duration
+	tolerance float64
+	onGroup   func(groupNote)
+
+	mu struct {
+		sync.Mutex
+		tasks   map[string]*runInfo
+		running map[*runner.Batch]struct{}
+	}
+}
+
+var _ queue.BatchRunner = (*batchRunner)(nil)
+
+func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(groupNote)) *batchRunner {
+	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup}
+	b.mu.tasks = make(map[string]*runInfo)
+	b.mu.running = make(map[*runner.Batch]struct{})
+	return b
+}
+
+// set records (or replaces) what the batches of a task need.
+func (b *batchRunner) set(name string, ri *runInfo) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.tasks[name] = ri
+}
+
+// forget drops a task.
+func (b *batchRunner) forget(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.mu.tasks, name)
+}
+
+func (b *batchRunner) lookup(name string) *runInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.tasks[name]
+}
+
+// Start launches one batch of a task under its contract.
+func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningBatch, error) {
+	ri := b.lookup(qb.Task)
+	if ri == nil {
+		return nil, fmt.Errorf("task %q: unknown to the batch runner", qb.Task)
+	}
+	end := qb.Start + qb.Size
+	if qb.Start < 0 || end > int64(len(ri.items)) {
+		return nil, fmt.Errorf("task %q: batch items [%d, %d) out of range (%d items)", qb.Task, qb.Start, end, len(ri.items))
+	}
+	if err := os.MkdirAll(ri.runDir, 0o700); err != nil {
+		return nil, fmt.Errorf("task %q: %w", qb.Task, err)
+	}
+	c := qb.Contract
+	spec := runner.Spec{
+		Task:            qb.Task,
+		Command:         ri.command,
+		Env:             ri.env,
+		WorkingDir:      ri.workDir,
+		Items:           ri.items[qb.Start:end],
+		BatchIndex:      qb.Index,
+		BatchStart:      qb.Start,
+		ItemsTotal:      qb.Total,
+		Threads:         c.Threads,
+		MemoryLimit:     c.MemoryBytes,
+		MemoryTolerance: b.tolerance,
+		ScratchDir:      c.ScratchDir,
+		Timeout:         qb.Timeout,
+		LogPath:         ri.logPath,
+		RunDir:          ri.runDir,
+		KillGrace:       b.killGrace,
+		Attempt:         qb.Attempt,
+	}
+	rb, err := runner.Start(ctx, spec)
+	if err != nil {
+		if errors.Is(err, runner.ErrCommandNotFound) {
+			return nil, startError{reason: v1alpha1.ReasonCommandNotFound, err: err}
+		}
+		return nil, err
+	}
+	if b.onGroup != nil {
+		b.onGroup(groupNote{task: qb.Task, group: rb.Group()})
+	}
+	groupFile := filepath.Join(ri.runDir, fmt.Sprintf("group-%d.json", rb.Group().PGID))
+	if err := writeGroupFile(groupFile, rb.Group()); err != nil {
+		rb.Cancel()
+		rb.Wait()
+		return nil, fmt.Errorf("task %q: recording the process group: %w", qb.Task, err)
+	}
+	b.mu.Lock()
+	b.mu.running[rb] = struct{}{}
+	b.mu.Unlock()
+	go func() {
+		<-rb.Done()
+		_ = os.Remove(groupFile)
+		b.mu.Lock()
+		delete(b.mu.running, rb)
+		b.mu.Unlock()
+	}()
+	return runningBatch{rb}, nil
+}
+
+// A file group-PGID.json in a task's run directory records the process
+// group of a batch in flight. It is written before the queue hears of the
+// batch and removed once every process of the group is gone, so a
+// controller killed at any moment leaves the group on record. One file per
+// group: the next batch may start before the last one's file is removed. It
+// needs no fsync: a crash of the machine takes the processes with it.
+
+func writeGroupFile(path string, pg runner.ProcessGroup) error {
+	data, err := json.Marshal(pg)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// killLeftovers kills the process groups that a previous controller on
+// the same state directory left behind, and returns how many processes it
+// killed. Every record is removed once handled.
+func killLeftovers(stateDir string, log zerolog.Logger) int {
+	files, _ := filepath.Glob(filepath.Join(stateDir, "run", "*", "group-*.json"))
+	total := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		var pg runner.ProcessGroup
+		if err == nil {
+			err = json.Unmarshal(data, &pg)
+		}
+		if err == nil {
+			var n int
+			n, err = runner.KillLeftover(pg)
+			total += n
+			if n > 0 {
+				log.Info().Str("task", filepath.Base(filepath.Dir(f))).Int("pgid", pg.PGID).Int("killed", n).Msg("killed the leftovers of a previous controller")
+			}
+		}
+		if err != nil {
+			log.Warn().Str("file", f).Err(err).Msg("leftover process group not handled")
+			continue
+		}
+		_ = os.Remove(f)
+	}
+	return total
+}
+
+// workMemory is the resident memory of every running batch, at their last
+// samples: the governor's WorkMemoryUsage.
+func (b *batchRunner) workMemory() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var sum int64
+	for rb := range b.mu.running {
+		sum += rb.MemoryBytes()
+	}
+	return sum
+}
+
+// startError names the reason a batch could not start, for the queue.
+type startError struct {
+	reason string
+	err    error
+}
+
+func (e startError) Error() string  { return e.err.Error() }
+func (e startError) Unwrap() error  { return e.err }
+func (e startError) Reason() string { return e.reason }
+
+// runningBatch adapts *runner.Batch to queue.RunningBatch.
+type runningBatch struct{ b *runner.Batch }
+
+func (r runningBatch) Pause() error  { return r.b.Pause() }
+func (r runningBatch) Resume() error { return r.b.Resume() }
+func (r runningBatch) Cancel()       { r.b.Cancel() }
+func (r runningBatch) Wait() queue.BatchResult {
+	res := r.b.Wait()
+	return queue.BatchResult{
+		ExitCode:        res.ExitCode,
+		Reason:          res.Reason,
+		Message:         res.Message,
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		Started:         res.Started,
+		Ended:           res.Ended,
+	}
+}
+
+// runInfoFor builds a task's runInfo from its spec.
+func runInfoFor(t *v1alpha1.Task, spoolDir, stateDir string, items []string) *runInfo {
+	env := make([]runner.EnvVar, 0, len(t.Spec.Env))
+	for _, e := range t.Spec.Env {
+		env = append(env, runner.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	name := t.Metadata.Name
+	return &runInfo{
+		command: t.Spec.Command,
+		env:     env,
+		workDir: v1alpha1.ResolveWorkingDir(t.Spec, spoolDir),
+		items:   items,
+		logPath: filepath.Join(stateDir, "logs", name+".log"),
+		runDir:  filepath.Join(stateDir, "run", name),
+	}
+}

@@ -1,0 +1,726 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"time"
+
+	"github.com/rs/zerolog"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// Config tunes the controller.
+type Config struct {
+	// SpoolDir is the watched directory.
+	SpoolDir string
+	// StateDir holds logs and items files (default SpoolDir/.lardon3d).
+	StateDir string
+	// ProgressInterval bounds how often progress alone is written per task
+	// (default 250 ms). Phase changes are written at once.
+	ProgressInterval time.Duration
+	// ExitWhenDone makes Run return once every task is settled.
+	ExitWhenDone bool
+	// KillGrace is the SIGTERM→SIGKILL delay on cancel (default 10 s).
+	KillGrace time.Duration
+	// MemoryTolerance is how far a batch may exceed its memory contract
+	// before it is killed (default 0.10).
+	MemoryTolerance float64
+	// Queue configures the queue.
+	Queue queue.Config
+}
+
+// Metrics is what the controller reports to; nil-safe use through noMetrics.
+type Metrics interface {
+	DecisionObserver
+	// ObserveBatch records a finished batch.
+	ObserveBatch(class string, d time.Duration, peakBytes int64)
+	// ObserveStatusWrite records the latency of one status write.
+	ObserveStatusWrite(d time.Duration, err error)
+	// SetPhases replaces the count of tasks per phase.
+	SetPhases(counts map[v1alpha1.Phase]int)
+	// SetReady reports that the spool was listed once.
+	SetReady(ready bool)
+}
+
+// Deps are the parts the controller joins.
+type Deps struct {
+	// Spool owns the directory.
+	Spool *spool.Spool
+	// Governor owns the budgets.
+	Governor *governor.Governor
+	// Snapshot probes the machine.
+	Snapshot SnapshotFunc
+	// Metrics, optional.
+	Metrics Metrics
+	// Logger for transitions.
+	Logger zerolog.Logger
+}
+
+// Controller is the reconcile loop.
+type Controller struct {
+	cfg     Config
+	log     zerolog.Logger
+	spool   *spool.Spool
+	gov     *governor.Governor
+	queue   *queue.Queue
+	batches *batchRunner
+	metrics Metrics
+	inbox   *inbox
+
+	// Owned by the Run goroutine.
+	entries  map[string]*entry // by path
+	byName   map[string]string // name → path of the file that owns it
+	invalid  map[string]error  // path → why it is not a task (syntax, refused)
+	dirty    map[string]struct{}
+	nextSeq  int64
+	synced   bool
+	phaseLog map[v1alpha1.Phase]int
+}
+
+// entry is one manifest the controller knows.
+type entry struct {
+	path   string
+	name   string
+	task   *v1alpha1.Task // last parsed version of the file
+	status v1alpha1.TaskStatus
+	// appliedHash is the spec hash of the generation the queue runs; it can
+	// differ from the file's when an edit waits for the task to stop.
+	appliedHash string
+	fileHash    string
+	inQueue     bool
+	duplicateOf string
+	urgent      bool
+	lastWrite   time.Time
+}
+
+// New builds a controller; Run starts it.
+func New(cfg Config, deps Deps) *Controller {
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(cfg.SpoolDir, ".lardon3d")
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 250 * time.Millisecond
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = 10 * time.Second
+	}
+	if cfg.MemoryTolerance <= 0 {
+		cfg.MemoryTolerance = 0.10
+	}
+	c := &Controller{
+		cfg:     cfg,
+		log:     deps.Logger,
+		spool:   deps.Spool,
+		gov:     deps.Governor,
+		metrics: deps.Metrics,
+		inbox:   newInbox(),
+		entries: make(map[string]*entry),
+		byName:  make(map[string]string),
+		invalid: make(map[string]error),
+		dirty:   make(map[string]struct{}),
+	}
+	if c.metrics == nil {
+		c.metrics = noMetrics{}
+	}
+	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
+	adm := &machine{gov: deps.Governor, snapshot: deps.Snapshot, workMemory: c.batches.workMemory, decisions: c.metrics, log: deps.Logger, minRefresh: 20 * time.Millisecond}
+	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }))
+	return c
+}
+
+type observerFunc func(queue.Event)
+
+func (f observerFunc) Observe(e queue.Event) { f(e) }
+
+// Outcome summarises how Run ended.
+type Outcome struct {
+	// AllDone is true when every task ended Done and no manifest was invalid.
+	AllDone bool
+	// Tasks is the final status of every task, sorted by name.
+	Tasks []*v1alpha1.Task
+}
+
+// Run runs the loop until ctx ends or, with ExitWhenDone, until every task is
+// settled. On return every batch has been stopped, every reservation
+// released, and every status written.
+func (c *Controller) Run(ctx context.Context) (Outcome, error) {
+	for _, dir := range []string{c.cfg.StateDir, filepath.Join(c.cfg.StateDir, "logs"), filepath.Join(c.cfg.StateDir, "run")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return Outcome{}, fmt.Errorf("state directory: %w", err)
+		}
+	}
+	// Before anything runs again: what a crashed controller left dies.
+	killLeftovers(c.cfg.StateDir, c.log)
+	spoolCtx, stopSpool := context.WithCancel(context.Background())
+	defer stopSpool()
+	spoolErr := make(chan error, 1)
+	go func() { spoolErr <- c.spool.Run(spoolCtx) }()
+
+	queueCtx, stopQueue := context.WithCancel(context.Background())
+	defer stopQueue()
+	queueDone := make(chan error, 1)
+	go func() { queueDone <- c.queue.Run(queueCtx) }()
+
+	flush := time.NewTimer(time.Hour)
+	defer flush.Stop()
+	publish := time.NewTicker(2 * time.Second)
+	defer publish.Stop()
+	c.publishBudgets()
+	var runErr error
+loop:
+	for {
+		select {
+		case ev, ok := <-c.spool.Events():
+			if !ok {
+				runErr = errors.New("spool stopped")
+				break loop
+			}
+			if ev.Type == spool.Synced {
+				c.synced = true
+				c.metrics.SetReady(true)
+				c.log.Info().Int("tasks", len(c.entries)).Str("spool", c.cfg.SpoolDir).Msg("spool listed")
+				break
+			}
+			c.handleFile(ev)
+		case <-c.inbox.wake:
+			for _, x := range c.inbox.drain() {
+				c.handleNote(x)
+			}
+		case <-flush.C:
+		case <-publish.C:
+			c.publishBudgets()
+		case err := <-spoolErr:
+			runErr = fmt.Errorf("spool: %w", err)
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+		next := c.flush(time.Now(), false)
+		if next > 0 {
+			flush.Reset(next)
+		}
+		if c.cfg.ExitWhenDone && c.synced && c.settled() {
+			break loop
+		}
+	}
+
+	// Shutdown: stop dispatching and running, then write what is left.
+	closeCtx, cancel := context.WithTimeout(context.Background(), c.cfg.KillGrace+5*time.Second)
+	defer cancel()
+	if err := c.queue.Close(closeCtx); err != nil && !errors.Is(err, queue.ErrClosed) {
+		c.log.Warn().Err(err).Msg("closing the queue")
+	}
+	stopQueue()
+	<-queueDone
+	for _, x := range c.inbox.drain() {
+		c.handleNote(x)
+	}
+	c.flush(time.Now(), true)
+	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
+	stopSpool()
+	return c.outcome(), runErr
+}
+
+// publishBudgets publishes the governor's live view for the budgets verb.
+func (c *Controller) publishBudgets() {
+	if err := publishBudgets(c.cfg.StateDir, c.gov.Budgets(), time.Now()); err != nil {
+		c.log.Debug().Err(err).Msg("budgets not published")
+	}
+}
+
+// settled reports whether no task can make progress any more on its own:
+// every task is terminal or held by a dependency that failed or is missing.
+// REQUIRES: owner goroutine.
+func (c *Controller) settled() bool {
+	if len(c.dirty) > 0 {
+		return false
+	}
+	for _, e := range c.entries {
+		if v1alpha1.IsTerminal(e.status.Phase) {
+			continue
+		}
+		if e.status.Phase == v1alpha1.PhasePending {
+			cond := meta.FindStatusCondition(e.status.Conditions, v1alpha1.ConditionDependenciesReady)
+			if cond != nil && cond.Status == metav1.ConditionFalse &&
+				(cond.Reason == v1alpha1.ReasonDependencyFailed || cond.Reason == v1alpha1.ReasonDependencyMissing) {
+				continue
+			}
+		}
+		return false
+	}
+	return true
+}
+
+func (c *Controller) outcome() Outcome {
+	out := Outcome{AllDone: len(c.invalid) == 0}
+	for _, e := range c.entries {
+		t := *e.task
+		t.Status = e.status
+		out.Tasks = append(out.Tasks, &t)
+		if e.status.Phase != v1alpha1.PhaseDone {
+			out.AllDone = false
+		}
+	}
+	sort.Slice(out.Tasks, func(i, j int) bool { return out.Tasks[i].Metadata.Name < out.Tasks[j].Metadata.Name })
+	return out
+}
+
+// handleFile applies one spool event. REQUIRES: owner goroutine.
+func (c *Controller) handleFile(ev spool.Event) {
+	switch ev.Type {
+	case spool.Deleted:
+		delete(c.invalid, ev.Path)
+		c.deleteEntry(ev.Path, "manifest deleted")
+		return
+	case spool.Invalid, spool.Refused:
+		if _, known := c.invalid[ev.Path]; !known {
+			c.log.Warn().Str("file", ev.Path).Err(ev.Err).Msg("manifest ignored")
+		}
+		c.invalid[ev.Path] = ev.Err
+		if ev.Type == spool.Refused {
+			c.deleteEntry(ev.Path, "manifest refused")
+		}
+		// A known task whose file was broken by an edit keeps running: the
+		// file is never rewritten and is picked up again once fixed.
+		return
+	}
+	delete(c.invalid, ev.Path)
+	if ev.Task == nil {
+		return
+	}
+	name := ev.Task.Metadata.Name
+	e := c.entries[ev.Path]
+	if e != nil && e.name != name {
+		c.deleteEntry(ev.Path, "metadata.name changed")
+		e = nil
+	}
+	if owner, taken := c.byName[name]; taken && owner != ev.Path {
+		c.rejectDuplicate(ev, owner)
+		return
+	}
+	if e == nil {
+		e = &entry{path: ev.Path, name: name, status: ev.Task.Status}
+		c.entries[ev.Path] = e
+		c.byName[name] = ev.Path
+		if e.status.QueueSeq >= c.nextSeq {
+			c.nextSeq = e.status.QueueSeq
+		}
+		c.first(e, ev.Task, ev.Err)
+		return
+	}
+	c.edit(e, ev.Task, ev.Err)
+}
+
+// first handles a manifest seen for the first time by this controller: a new
+// task, or one a previous controller left (resume from committed progress).
+func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
+	hash := v1alpha1.SpecHash(t.Spec)
+	e.task, e.fileHash = t, hash
+	st := &e.status
+	if st.ProcessGroup != nil {
+		// The group was killed at start (killLeftovers) from the state file.
+		st.ProcessGroup = nil
+		c.markDirty(e, true)
+	}
+	if parseErr != nil {
+		c.reject(e, hash, st.ObservedGeneration+1, parseErr)
+		return
+	}
+	if st.SpecHash == hash && st.Phase != "" {
+		// Same generation as the status describes: resume.
+		e.appliedHash = hash
+		if st.Reservation != nil {
+			st.Reservation = nil // reservations die with the controller
+			c.markDirty(e, true)
+		}
+		c.enqueue(e, st.ObservedGeneration, true)
+		return
+	}
+	c.newGeneration(e, hash, false)
+}
+
+// edit handles a change of a known manifest. spec.paused is not part of
+// the spec hash: it applies at once, whatever the phase.
+func (c *Controller) edit(e *entry, t *v1alpha1.Task, parseErr error) {
+	hash := v1alpha1.SpecHash(t.Spec)
+	old := e.task
+	e.task, e.fileHash = t, hash
+	if e.inQueue && parseErr == nil && old.Spec.Paused != t.Spec.Paused {
+		c.queue.SetPaused(e.name, t.Spec.Paused)
+		c.log.Info().Str("task", e.name).Bool("paused", t.Spec.Paused).Msg("pause changed")
+	}
+	if hash == e.appliedHash && parseErr == nil {
+		c.clearSpecPending(e)
+		return
+	}
+	if isActive(e.status.Phase) {
+		msg := "the spec was edited while the task runs; only spec.paused applies now, the rest once the task is no longer running"
+		if parseErr != nil {
+			msg = "the edited spec is invalid and is not applied: " + parseErr.Error()
+		}
+		c.setCondition(e, v1alpha1.ConditionSpecApplied, metav1.ConditionFalse, v1alpha1.ReasonSpecChangePending, msg)
+		c.markDirty(e, true)
+		return
+	}
+	if parseErr != nil {
+		c.reject(e, hash, e.status.ObservedGeneration+1, parseErr)
+		return
+	}
+	keep := old != nil && e.status.Phase != v1alpha1.PhaseDone &&
+		reflect.DeepEqual(old.Spec.Items, t.Spec.Items) && old.Spec.WorkingDir == t.Spec.WorkingDir
+	c.newGeneration(e, hash, keep)
+}
+
+// newGeneration starts the spec in e.task as a new generation.
+func (c *Controller) newGeneration(e *entry, hash string, keepProgress bool) {
+	st := &e.status
+	gen := st.ObservedGeneration + 1
+	if !keepProgress {
+		st.Progress = v1alpha1.Progress{}
+		st.LastBatch = nil
+		st.StartTime = nil
+	}
+	st.CompletionTime = nil
+	st.Reservation = nil
+	st.Conditions = nil
+	st.Phase = ""
+	e.appliedHash = hash
+	c.enqueue(e, gen, false)
+}
+
+// enqueue resolves the items of e.task and hands it to the queue.
+func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
+	t, st := e.task, &e.status
+	st.SpecHash = e.appliedHash
+	st.ObservedGeneration = gen
+	items, err := v1alpha1.ResolveItems(t.Spec, c.cfg.SpoolDir)
+	if err != nil {
+		c.reject(e, e.appliedHash, gen, fmt.Errorf("spec.items: %w", err))
+		return
+	}
+	total := int64(len(items))
+	if st.Progress.ItemsTotal != total || st.Progress.ItemsDone > total {
+		if resume && st.Progress.ItemsTotal != 0 && st.Progress.ItemsTotal != total {
+			c.log.Warn().Str("task", e.name).Int64("was", st.Progress.ItemsTotal).Int64("now", total).Msg("item count changed since the last run; starting over")
+		}
+		st.Progress = v1alpha1.Progress{ItemsTotal: total}
+	}
+	if st.QueueSeq == 0 {
+		c.nextSeq++
+		st.QueueSeq = c.nextSeq
+	}
+	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	st.LogFile = ri.logPath
+	c.batches.set(e.name, ri)
+
+	qt := queue.Task{
+		Name:        e.name,
+		Seq:         st.QueueSeq,
+		Generation:  gen,
+		Estimate:    EstimateFor(&t.Spec, total),
+		ItemsTotal:  total,
+		ItemsDone:   st.Progress.ItemsDone,
+		BatchesDone: st.Progress.BatchesDone,
+		DependsOn:   t.Spec.DependsOn,
+		Paused:      t.Spec.Paused,
+		Retries:     int(t.Spec.Retries),
+	}
+	if t.Spec.BatchTimeout != nil {
+		qt.BatchTimeout = t.Spec.BatchTimeout.Duration
+	}
+	if resume && v1alpha1.IsTerminal(st.Phase) {
+		qt.Terminal = st.Phase
+	} else if st.Phase != v1alpha1.PhasePending {
+		c.setPhase(e, v1alpha1.PhasePending, "Queued", fmt.Sprintf("queued as generation %d", gen))
+	}
+	if err := c.queue.Upsert(qt); err != nil {
+		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
+		return
+	}
+	e.inQueue = true
+	c.clearSpecPending(e)
+	c.markDirty(e, true)
+}
+
+// reject marks e Rejected for an invalid spec and takes it out of the queue.
+func (c *Controller) reject(e *entry, hash string, gen int64, err error) {
+	if e.inQueue {
+		c.queue.Remove(e.name)
+		e.inQueue = false
+	}
+	c.batches.forget(e.name)
+	e.appliedHash = hash
+	st := &e.status
+	st.SpecHash, st.ObservedGeneration = hash, gen
+	st.Reservation = nil
+	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+	c.setPhase(e, v1alpha1.PhaseRejected, v1alpha1.ReasonInvalidSpec, err.Error())
+}
+
+// rejectDuplicate rejects a second manifest that uses a name already taken.
+func (c *Controller) rejectDuplicate(ev spool.Event, owner string) {
+	e := c.entries[ev.Path]
+	if e == nil {
+		e = &entry{path: ev.Path, name: ev.Task.Metadata.Name, status: ev.Task.Status}
+		c.entries[ev.Path] = e
+	}
+	e.task, e.duplicateOf = ev.Task, owner
+	msg := fmt.Sprintf("metadata.name %q is already used by %s", e.name, filepath.Base(owner))
+	e.status.SpecHash = v1alpha1.SpecHash(ev.Task.Spec)
+	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateName, msg)
+	c.setPhase(e, v1alpha1.PhaseRejected, v1alpha1.ReasonDuplicateName, msg)
+}
+
+// deleteEntry forgets the manifest at path, cancelling its task.
+func (c *Controller) deleteEntry(path, why string) {
+	e := c.entries[path]
+	if e == nil {
+		return
+	}
+	delete(c.entries, path)
+	delete(c.dirty, path)
+	if e.duplicateOf != "" {
+		return
+	}
+	delete(c.byName, e.name)
+	if e.inQueue {
+		c.queue.Remove(e.name)
+	}
+	c.batches.forget(e.name)
+	c.log.Info().Str("task", e.name).Str("reason", why).Msg("task cancelled")
+	// A duplicate waiting for this name can now take it.
+	for _, d := range c.entries {
+		if d.duplicateOf == path && d.name == e.name {
+			delete(c.entries, d.path)
+			c.handleFile(spool.Event{Type: spool.Modified, Path: d.path, Name: d.name, Task: d.task})
+			break
+		}
+	}
+}
+
+// handleNote applies a note from the inbox. REQUIRES: owner goroutine.
+func (c *Controller) handleNote(x any) {
+	switch n := x.(type) {
+	case queue.Event:
+		c.applyQueueEvent(n)
+	case groupNote:
+		if e := c.entryByName(n.task); e != nil {
+			e.status.ProcessGroup = &v1alpha1.ProcessGroupRef{PGID: n.group.PGID, StartTicks: n.group.StartTicks}
+			c.markDirty(e, false)
+		}
+	}
+}
+
+func (c *Controller) entryByName(name string) *entry {
+	path, ok := c.byName[name]
+	if !ok {
+		return nil
+	}
+	return c.entries[path]
+}
+
+// applyQueueEvent writes a queue event into the task's status.
+func (c *Controller) applyQueueEvent(ev queue.Event) {
+	e := c.entryByName(ev.Task)
+	if e == nil || !e.inQueue {
+		return
+	}
+	st := &e.status
+	now := metav1.NewTime(ev.Time)
+	switch ev.Type {
+	case queue.EventPhase:
+		switch ev.Phase {
+		case v1alpha1.PhaseReserved, v1alpha1.PhaseRunning, v1alpha1.PhasePaused:
+			if ev.Contract != nil {
+				st.Reservation = ContractStatus(*ev.Contract)
+			}
+			meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionDependenciesReady)
+			c.setCondition(e, v1alpha1.ConditionAdmitted, metav1.ConditionTrue, v1alpha1.ReasonAdmitted, admittedMessage(ev))
+			if ev.Phase == v1alpha1.PhaseRunning && st.StartTime == nil {
+				st.StartTime = &now
+			}
+		case v1alpha1.PhasePending:
+			st.Reservation = nil
+		case v1alpha1.PhaseDone:
+			st.Reservation, st.ProcessGroup = nil, nil
+			st.CompletionTime = &now
+			c.setCondition(e, v1alpha1.ConditionComplete, metav1.ConditionTrue, v1alpha1.ReasonCompleted, ev.Message)
+		case v1alpha1.PhaseFailed, v1alpha1.PhaseRejected:
+			st.Reservation, st.ProcessGroup = nil, nil
+			st.CompletionTime = &now
+			c.setCondition(e, v1alpha1.ConditionComplete, metav1.ConditionFalse, ev.Reason, ev.Message)
+		}
+		st.Progress.ItemsDone, st.Progress.BatchesDone = ev.ItemsDone, ev.BatchesDone
+		c.setPhase(e, ev.Phase, ev.Reason, ev.Message)
+		if v1alpha1.IsTerminal(ev.Phase) && e.fileHash != e.appliedHash {
+			// An edit waited for the task to stop. A failed task takes it now;
+			// a finished one keeps the condition saying it was not run.
+			if ev.Phase != v1alpha1.PhaseDone {
+				c.edit(e, e.task, nil)
+			}
+		}
+	case queue.EventWaiting:
+		typ := v1alpha1.ConditionAdmitted
+		switch ev.Reason {
+		case v1alpha1.ReasonWaitingForDependencies, v1alpha1.ReasonDependencyFailed, v1alpha1.ReasonDependencyMissing:
+			typ = v1alpha1.ConditionDependenciesReady
+		}
+		if typ == v1alpha1.ConditionAdmitted {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionDependenciesReady, Status: metav1.ConditionTrue, Reason: "AllDone", Message: "every dependency is Done", ObservedGeneration: st.ObservedGeneration})
+		}
+		changed := c.setCondition(e, typ, metav1.ConditionFalse, ev.Reason, ev.Message)
+		if changed {
+			c.log.Info().Str("task", e.name).Str("reason", ev.Reason).Msg("waiting: " + ev.Message)
+		}
+		if st.Phase != v1alpha1.PhasePending {
+			c.setPhase(e, v1alpha1.PhasePending, ev.Reason, ev.Message)
+		} else if changed {
+			// The first reason a task waits is worth a write at once.
+			c.markDirty(e, e.lastWrite.IsZero())
+		}
+	case queue.EventBatchStarted:
+		b := ev.Batch
+		st.LastBatch = &v1alpha1.BatchRecord{Index: b.Index, Start: b.Start, Size: b.Size, Threads: int32(b.Contract.Threads), StartTime: &now, Attempt: int32(b.Attempt)}
+		st.Reservation = ContractStatus(b.Contract)
+		c.markDirty(e, false)
+	case queue.EventBatchEnded:
+		b, r := ev.Batch, ev.Result
+		lb := &v1alpha1.BatchRecord{Index: b.Index, Start: b.Start, Size: b.Size, Threads: int32(b.Contract.Threads), Attempt: int32(b.Attempt), Reason: r.Reason}
+		started, ended := metav1.NewTime(r.Started), metav1.NewTime(r.Ended)
+		lb.StartTime, lb.EndTime = &started, &ended
+		if r.ExitCode >= 0 {
+			code := int32(r.ExitCode)
+			lb.ExitCode = &code
+		}
+		if r.PeakMemoryBytes > 0 {
+			lb.PeakMemory = resource.NewQuantity(r.PeakMemoryBytes, resource.BinarySI)
+		}
+		st.LastBatch = lb
+		st.ProcessGroup = nil
+		st.Progress.ItemsDone, st.Progress.BatchesDone = ev.ItemsDone, ev.BatchesDone
+		c.metrics.ObserveBatch(string(e.task.Spec.Class), r.Ended.Sub(r.Started), r.PeakMemoryBytes)
+		// The end of a batch is a commit point: written at once, so that a
+		// crash re-runs at most the batch in flight.
+		c.markDirty(e, true)
+	}
+}
+
+func admittedMessage(ev queue.Event) string {
+	if ev.Contract == nil {
+		return ev.Message
+	}
+	k := ev.Contract
+	return fmt.Sprintf("granted a batch of %d (of %d asked) at %d threads, %s", k.Batch, k.BatchRequested, k.Threads, resource.NewQuantity(k.MemoryBytes, resource.BinarySI).String())
+}
+
+// setPhase moves e to phase, logging the transition and scheduling a write.
+func (c *Controller) setPhase(e *entry, phase v1alpha1.Phase, reason, message string) {
+	if e.status.Phase == phase {
+		c.markDirty(e, false)
+		return
+	}
+	from := e.status.Phase
+	e.status.Phase = phase
+	c.log.Info().Str("task", e.name).Str("from", string(from)).Str("phase", string(phase)).Str("reason", reason).Msg(message)
+	c.markDirty(e, true)
+}
+
+// setCondition sets a condition; it reports whether anything changed.
+func (c *Controller) setCondition(e *entry, typ string, status metav1.ConditionStatus, reason, message string) bool {
+	if reason == "" {
+		reason = "Unknown"
+	}
+	changed := meta.SetStatusCondition(&e.status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: e.status.ObservedGeneration,
+	})
+	if changed {
+		c.markDirty(e, false)
+	}
+	return changed
+}
+
+func (c *Controller) clearSpecPending(e *entry) {
+	if meta.RemoveStatusCondition(&e.status.Conditions, v1alpha1.ConditionSpecApplied) {
+		c.markDirty(e, true)
+	}
+}
+
+// markDirty schedules a status write; urgent ones go out at the next flush.
+func (c *Controller) markDirty(e *entry, urgent bool) {
+	if c.entries[e.path] != e {
+		return
+	}
+	c.dirty[e.path] = struct{}{}
+	e.urgent = e.urgent || urgent
+}
+
+// flush writes the statuses that are due and returns when the next one is
+// (0 when none is waiting). With all set, it writes every dirty status.
+func (c *Controller) flush(now time.Time, all bool) time.Duration {
+	var next time.Duration
+	wrote := false
+	for path := range c.dirty {
+		e := c.entries[path]
+		if e == nil {
+			delete(c.dirty, path)
+			continue
+		}
+		if due := e.lastWrite.Add(c.cfg.ProgressInterval); !all && !e.urgent && now.Before(due) {
+			if wait := due.Sub(now); next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		c.write(e, now)
+		delete(c.dirty, path)
+		wrote = true
+	}
+	if wrote {
+		c.countPhases()
+	}
+	return next
+}
+
+func (c *Controller) write(e *entry, now time.Time) {
+	start := time.Now()
+	err := c.spool.WriteStatus(e.path, &e.status)
+	c.metrics.ObserveStatusWrite(time.Since(start), err)
+	e.urgent = false
+	e.lastWrite = now
+	if err != nil {
+		c.log.Warn().Str("task", e.name).Str("file", e.path).Err(err).Msg("status not written")
+	}
+}
+
+func (c *Controller) countPhases() {
+	counts := make(map[v1alpha1.Phase]int)
+	for _, e := range c.entries {
+		counts[e.status.Phase]++
+	}
+	c.metrics.SetPhases(counts)
+}
+
+func isActive(p v1alpha1.Phase) bool {
+	return p == v1alpha1.PhaseReserved || p == v1alpha1.PhaseRunning || p == v1alpha1.PhasePaused
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ObserveDecision(governor.Decision)         {}
+func (noMetrics) ObserveBatch(string, time.Duration, int64) {}
+func (noMetrics) ObserveStatusWrite(time.Duration, error)   {}
+func (noMetrics) SetPhases(map[v1alpha1.Phase]int)          {}
+func (noMetrics) SetReady(bool)                             {}
