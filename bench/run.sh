@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# bench/run.sh — lardon3d-controller side by side with the tools users would
+# pick instead (task-spooler, GNU parallel, xargs), and against the physical
+# limit. One command, one run, one table (issue 6). `make bench` runs it.
+#
+#   bash bench/run.sh [--scale F] [--mem-scale F] [--only CASE[,CASE...]]
+#                     [--fast] [--out DIR] [--no-install] [--slurm]
+#
+# Cases: micro, reaction, throughput, idle, packing-A, packing-B ("packing"
+# means both). --scale 0.05 shrinks counts and CPU so the whole run is a
+# one-minute smoke test; --mem-scale shrinks the memory figures and the 8 GiB
+# budget alike (smoke tests on a shared machine). --fast leaves out the two
+# peers of workload A that run whole tasks one at a time (about 300 s each).
+# The table goes to stdout and to OUT/results.md; a full run (scale 1, every
+# case) also writes bench/results.md, which the README quotes.
+#
+# Needs root: the 8 GiB envelope is a memory cgroup (v1 or v2) created under
+# the caller's own cgroup, holding the controller and every peer in turn.
+# Environment: CONTROLLER, SYNTH (binaries; default bin/), CONTROLLER_FLAGS
+# (extra flags for `lardon3d-controller run`).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+SCALE=1 MEM_SCALE="" ONLY="" FAST=0 INSTALL=1 SLURM=0
+OUT=$BENCH/out
+ALL_CASES="micro reaction throughput idle packing-A packing-B"
+
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--scale) SCALE=$2 && shift ;;
+	--mem-scale) MEM_SCALE=$2 && shift ;;
+	--only) ONLY=$2 && shift ;;
+	--out) OUT=$2 && shift ;;
+	--fast) FAST=1 ;;
+	--no-install) INSTALL=0 ;;
+	--slurm) SLURM=1 ;;
+	-h | --help) usage && exit 0 ;;
+	*) echo "run.sh: unknown argument $1" >&2 && usage >&2 && exit 2 ;;
+	esac
+	shift
+done
+
+if [ -z "$MEM_SCALE" ]; then
+	MEM_SCALE=$(awk -v s="$SCALE" 'BEGIN { print (s < 1) ? 0.25 : 1 }')
+fi
+cases=""
+for c in ${ONLY//,/ }; do
+	case $c in
+	packing) cases="$cases packing-A packing-B" ;;
+	packing-a) cases="$cases packing-A" ;;
+	packing-b) cases="$cases packing-B" ;;
+	*) cases="$cases $c" ;;
+	esac
+done
+ONLY=${cases# }
+for c in $ONLY; do
+	case " $ALL_CASES " in *" $c "*) ;; *) echo "run.sh: unknown case $c (one of: $ALL_CASES)" >&2 && exit 2 ;; esac
+done
+want() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
+log() { printf '\n== %s\n' "$*"; }
+# scaled N MIN: round(N * SCALE), at least MIN.
+scaled() { awk -v n="$1" -v s="$SCALE" -v m="$2" 'BEGIN { v = int(n * s + 0.5); if (v < m) v = m; print v }'; }
+
+[ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root for the memory cgroup" >&2 && exit 1; }
+NPROC=$(nproc)
+
+# --- tools -----------------------------------------------------------------
+if [ "$INSTALL" = 1 ]; then
+	missing=()
+	command -v tsp >/dev/null || missing+=(task-spooler)
+	if ! parallel --version 2>/dev/null | grep -q 'GNU parallel'; then missing+=(parallel); fi
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get install -y "${missing[@]}" >/dev/null || { apt-get update >/dev/null && apt-get install -y "${missing[@]}" >/dev/null; }
+	fi
+fi
+# Debian names task-spooler's binary tsp (ts is moreutils' timestamper).
+command -v tsp >/dev/null || { echo "run.sh: tsp (task-spooler) missing" >&2 && exit 1; }
+parallel --version 2>/dev/null | grep -q 'GNU parallel' || { echo "run.sh: GNU parallel missing (moreutils' parallel is another tool)" >&2 && exit 1; }
+if [ "$SLURM" = 1 ]; then
+	echo "run.sh: --slurm is not implemented (needs munge, slurmctld/slurmd and a one-node config); continuing without Slurm" >&2
+fi
+
+rm -rf "$OUT"
+mkdir -p "$OUT/bin" "$OUT/logs"
+OUT=$(cd "$OUT" && pwd)
+RESULTS=$OUT/results.jsonl
+: >"$RESULTS"
+
+log "building the bench helpers"
+(cd "$ROOT" && go build -o "$OUT/bin/benchkit" ./bench/benchkit)
+BK=$OUT/bin/benchkit
+NOTES=()
+
+CONTROLLER=${CONTROLLER:-$ROOT/bin/lardon3d-controller}
+SYNTH=${SYNTH:-$ROOT/bin/lardon3d-synth}
+if [ ! -x "$SYNTH" ]; then
+	echo "run.sh: $SYNTH missing; building it into $OUT/bin" >&2
+	(cd "$ROOT" && go build -o "$OUT/bin/lardon3d-synth" ./cmd/lardon3d-synth) && SYNTH=$OUT/bin/lardon3d-synth ||
+		{ echo "run.sh: cannot build the synthetic step" >&2 && exit 1; }
+fi
+HAVE_CTL=1
+if [ ! -x "$CONTROLLER" ]; then
+	HAVE_CTL=0
+	NOTES+=("lardon3d-controller binary not found at $CONTROLLER: its rows are missing")
+	echo "run.sh: $CONTROLLER missing: peers only" >&2
+fi
+
+# --- the envelope ----------------------------------------------------------
+BUDGET=$(awk -v s="$MEM_SCALE" 'BEGIN { printf "%.0f", int(8192 * s + 0.5) * 1048576 }')
+CG_STATE=$OUT/cgroup.json
+"$BK" cgroup-create --name "lardon3d-bench-$$" --limit "$BUDGET" --state "$CG_STATE" | tee "$OUT/logs/cgroup.txt"
+# shellcheck disable=SC1090
+. "$CG_STATE.env"
+ENVELOPE="cgroup v$BENCH_CG_VERSION, memory limit $((BUDGET / 1048576)) MiB (no swap); controller and peers inside it in turn"
+
+BG_PIDS=()
+cleanup() {
+	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	"$BK" cgroup-destroy --state "$CG_STATE" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+CTL_FLAGS=(--memory-capacity "$BUDGET" --max-parallel "$NPROC")
+# shellcheck disable=SC2206 # word splitting is the point
+[ -n "${CONTROLLER_FLAGS:-}" ] && CTL_FLAGS+=(${CONTROLLER_FLAGS})
+export BENCH_WORK=$OUT/work
+mkdir -p "$BENCH_WORK"
+
+# start_controller SPOOL LOG: the controller, inside the envelope, in the
+# background; sets CTL_PID.
+start_controller() {
+	"$BK" enter --state "$CG_STATE" -- "$CONTROLLER" run --spool "$1" "${CTL_FLAGS[@]}" 2>"$2" &
+	CTL_PID=$!
+	BG_PIDS+=("$CTL_PID")
+}
+stop_controller() {
+	kill "$CTL_PID" 2>/dev/null || true
+	wait "$CTL_PID" 2>/dev/null || true
+}
+
+# --- 1. micro --------------------------------------------------------------
+if want micro; then
+	log "micro: go test -bench"
+	benchtime=1s
+	[ "$SCALE" = 1 ] || benchtime=100ms
+	: >"$OUT/gobench.txt"
+	for spec in "./pkg/governor BenchmarkDecide reservations=10000" "./pkg/queue BenchmarkScan pending=10000" "./pkg/spool BenchmarkWriteStatus"; do
+		read -r pkg name sub <<<"$spec"
+		pat="^$name\$"
+		[ -n "$sub" ] && pat="$pat/^$sub\$"
+		(cd "$ROOT" && go test -run '^$' -bench "$pat" -benchmem -benchtime "$benchtime" "$pkg") >>"$OUT/gobench.txt" 2>&1 || true
+	done
+	"$BK" gobench --in "$OUT/gobench.txt" --results "$RESULTS" \
+		--want BenchmarkDecide/reservations=10000 --want BenchmarkScan/pending=10000 --want BenchmarkWriteStatus
+fi
+
+# --- 2. reaction -----------------------------------------------------------
+if want reaction && [ "$HAVE_CTL" = 1 ]; then
+	n=$(scaled 200 10)
+	log "reaction: $n drops into a running controller's spool"
+	spool=$OUT/reaction/spool
+	mkdir -p "$spool" && chmod 700 "$spool"
+	start_controller "$spool" "$OUT/logs/reaction.log"
+	# Three warm-up drops, not recorded, so the first figure is not start-up.
+	"$BK" react --spool "$spool" --n 3 --prefix warmup --results "$OUT/warmup.jsonl" >/dev/null || true
+	"$BK" react --spool "$spool" --n "$n" --results "$RESULTS" ||
+		"$BK" record --results "$RESULTS" --case reaction --subject lardon3d-controller --note "react failed"
+	stop_controller
+fi
+
+# --- 3. throughput ---------------------------------------------------------
+if want throughput; then
+	n=$(scaled 2000 20)
+	log "throughput: $n trivial tasks (true), $NPROC at a time"
+	m=("$BK" measure --state "$CG_STATE" --results "$RESULTS" --case throughput --items-total "$n")
+	if [ "$HAVE_CTL" = 1 ]; then
+		spool=$OUT/throughput/spool
+		mkdir -p "$spool" && chmod 700 "$spool"
+		# Writing the manifests is the controller's enqueue: it is timed.
+		"${m[@]}" --subject lardon3d-controller --spool "$spool" -- bash -c \
+			'"$0" spool-gen --kind trivial --n "$1" --dir "$2" && shift 2 && exec "$@"' \
+			"$BK" "$n" "$spool" "$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/throughput.log"
+	fi
+	"${m[@]}" --subject "tsp -S $NPROC" --exit0-means-done -- bash "$BENCH/peers.sh" tsp-true "$NPROC" "$n"
+	"${m[@]}" --subject "parallel -j $NPROC" --exit0-means-done -- bash "$BENCH/peers.sh" parallel-true "$NPROC" "$n"
+	"${m[@]}" --subject "xargs -P $NPROC" --exit0-means-done -- bash "$BENCH/peers.sh" xargs-true "$NPROC" "$n"
+fi
+
+# --- 4. idle ---------------------------------------------------------------
+if want idle && [ "$HAVE_CTL" = 1 ]; then
+	n=$(scaled 10000 200)
+	secs=$(scaled 60 3)
+	log "idle: controller on $n Done manifests for $secs s"
+	spool=$OUT/idle/spool
+	mkdir -p "$spool" && chmod 700 "$spool"
+	"$BK" spool-gen --kind done --n "$n" --dir "$spool" --prefix done
+	sleep 1 && touch "$OUT/idle/.generated"
+	start_controller "$spool" "$OUT/logs/idle.log"
+	"$BK" idle --pid "$CTL_PID" --seconds "$secs" --files "$n" --results "$RESULTS" || true
+	stop_controller
+	changed=$(find "$spool" -name '*.yaml' -newer "$OUT/idle/.generated" | wc -l)
+	reran=$(grep -c '"from":' "$OUT/logs/idle.log" || true)
+	[ "$changed" -eq 0 ] || NOTES+=("idle: the controller rewrote $changed of the $n Done manifests at start-up; phase transitions in its log: $reran")
+fi
+
+# --- 5. packing ------------------------------------------------------------
+# packing W: workload W through the controller and every peer, one at a time.
+packing() {
+	local w=$1 dir=$OUT/packing-$1
+	log "packing, workload $w"
+	"$BK" gen --workload "$w" --scale "$SCALE" --mem-scale "$MEM_SCALE" --synth "$SYNTH" \
+		--wrapper "$BENCH/part.sh" --dir "$dir" --results "$RESULTS" | tee "$OUT/logs/workload-$w.txt"
+	# shellcheck disable=SC1091
+	. "$dir/workload.env"
+	local timeout=$(awk -v c="$CPU_NOMINAL" -v n="$NPROC" 'BEGIN { printf "%.0f", 4 * c / n + 90 }')
+	local memfree=$((MAX_WHOLE < BUDGET * 15 / 16 ? MAX_WHOLE : BUDGET * 15 / 16))
+	local m=("$BK" measure --state "$CG_STATE" --results "$RESULTS" --case "packing-$w" --items-total "$ITEMS" --timeout "${timeout}s")
+	if [ "$HAVE_CTL" = 1 ]; then
+		local spool=$dir/spool
+		mkdir -p "$spool" && chmod 700 "$spool" && cp "$dir"/manifests/*.yaml "$spool"/
+		"${m[@]}" --subject lardon3d-controller --spool "$spool" --makespan-file "$dir/controller.makespan" -- \
+			"$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w.log" || true
+		if [ "$FAST" = 1 ] && [ -s "$dir/controller.makespan" ]; then
+			timeout=$(awk -v t="$timeout" -v c="$(cat "$dir/controller.makespan")" 'BEGIN { c = 1.5 * c + 1; printf "%.0f", (c < t) ? c : t }')
+			m=("$BK" measure --state "$CG_STATE" --results "$RESULTS" --case "packing-$w" --items-total "$ITEMS" --timeout "${timeout}s")
+		fi
+	fi
+	peer() { # peer SUBJECT KIND LOGNAME -- COMMAND...
+		local subject=$1 kind=$2 tag=$3
+		shift 4
+		BENCH_DONE_LOG=$dir/done-$tag.log "${m[@]}" --subject "$subject" --kind "$kind" --done-log "$dir/done-$tag.log" -- \
+			env BENCH_DONE_LOG="$dir/done-$tag.log" "$@" >"$OUT/logs/packing-$w-$tag.log" 2>&1 || true
+		tail -n 1 "$OUT/logs/packing-$w-$tag.log"
+	}
+	if [ "$FAST" = 0 ] || [ "$w" != A ]; then
+		peer "tsp -S $SLOTS_WHOLE, whole tasks" whole tsp-whole -- bash "$BENCH/peers.sh" tsp "$SLOTS_WHOLE" "$dir/jobs-whole.txt"
+	fi
+	peer "tsp -S $NPROC, split in 2 by hand" split tsp-split2 -- bash "$BENCH/peers.sh" tsp "$NPROC" "$dir/jobs-split2.txt"
+	peer "parallel -j $NPROC, split in 2 by hand" split parallel-split2 -- bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-split2.txt"
+	peer "parallel --memfree $((memfree / 1048576))M --retries 3, whole (host /proc/meminfo)" memfree parallel-memfree-host -- \
+		bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-whole.txt" "$memfree"
+	if [ "$FAST" = 0 ] || [ "$w" != A ]; then
+		peer "parallel --memfree $((memfree / 1048576))M --retries 3, whole (cgroup view of meminfo)" memfree parallel-memfree-cg -- \
+			env PATH="$SHIM:$PATH" bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-whole.txt" "$memfree"
+	fi
+	peer "xargs -P $NPROC, whole tasks" naive xargs -- bash "$BENCH/peers.sh" xargs "$NPROC" "$dir/jobs-whole.txt"
+}
+if want packing-A || want packing-B; then
+	SHIM=$OUT/shim
+	mkdir -p "$SHIM"
+	cp "$BENCH/shim/awk" "$SHIM/awk"
+	cp "$CG_STATE.env" "$SHIM/cgroup.env"
+	want packing-A && packing A
+	want packing-B && packing B
+	[ "$FAST" = 1 ] && NOTES+=("--fast: workload A's whole-task serial peers (tsp -S 1 whole, parallel --memfree with the cgroup view) were not run, and peers were stopped at 1.5× the controller's makespan")
+fi
+
+# --- the table ---------------------------------------------------------------
+log "results"
+NOTES+=("peak RSS: the sum of /proc/PID/statm resident pages over the envelope's processes, sampled every 50 ms; CPU: the envelope's cpuacct (v1) or cpu.stat (v2)")
+NOTES+=("lower bound: max(CPU-seconds / cores, memory·time / budget), CPU-seconds being the larger of the nominal work and the least CPU a complete run used")
+NOTES+=("Slurm: not measured (--slurm is not implemented)")
+note_args=()
+for n in "${NOTES[@]}"; do note_args+=(--note "$n"); done
+"$BK" report --results "$RESULTS" --out "$OUT/results.md" --scale "$SCALE" --mem-scale "$MEM_SCALE" \
+	--envelope "$ENVELOPE" "${note_args[@]}"
+if [ "$SCALE" = 1 ] && [ "$MEM_SCALE" = 1 ] && [ -z "$ONLY" ] && [ "$FAST" = 0 ]; then
+	cp "$OUT/results.md" "$BENCH/results.md"
+	echo "written: $BENCH/results.md"
+else
+	echo "written: $OUT/results.md (a partial or scaled run does not replace bench/results.md)"
+fi
