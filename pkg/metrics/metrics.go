@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -99,9 +100,12 @@ func (m *Metrics) SetPhases(counts map[v1alpha1.Phase]int) {
 // SetReady marks the controller ready (the spool was listed once).
 func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
 
-// Handler serves /metrics, /healthz and /readyz.
+// Handler serves /metrics, /healthz, /readyz and the Go profiler under
+// /debug/pprof/.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

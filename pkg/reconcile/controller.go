@@ -30,6 +30,10 @@ type Config struct {
 	// ProgressInterval bounds how often progress alone is written per task
 	// (default 250 ms). Phase changes are written at once.
 	ProgressInterval time.Duration
+	// PhaseWriteDelay is how long a phase change may wait for the events
+	// that follow it, so that the Reserved→Running→Done of a short task lands
+	// in one write (default 10 ms).
+	PhaseWriteDelay time.Duration
 	// ExitWhenDone makes Run return once every task is settled.
 	ExitWhenDone bool
 	// KillGrace is the SIGTERM→SIGKILL delay on cancel (default 10 s).
@@ -101,8 +105,10 @@ type entry struct {
 	fileHash    string
 	inQueue     bool
 	duplicateOf string
-	urgent      bool
-	lastWrite   time.Time
+	// urgentAt is when the oldest unwritten phase change happened (zero:
+	// none); lastWrite when the status was last written.
+	urgentAt  time.Time
+	lastWrite time.Time
 }
 
 // New builds a controller; Run starts it.
@@ -112,6 +118,9 @@ func New(cfg Config, deps Deps) *Controller {
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = 250 * time.Millisecond
+	}
+	if cfg.PhaseWriteDelay <= 0 {
+		cfg.PhaseWriteDelay = 10 * time.Millisecond
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = 10 * time.Second
@@ -658,13 +667,16 @@ func (c *Controller) clearSpecPending(e *entry) {
 	}
 }
 
-// markDirty schedules a status write; urgent ones go out at the next flush.
+// markDirty schedules a status write: urgent ones (phase changes, batch
+// commits) within PhaseWriteDelay, the rest within ProgressInterval.
 func (c *Controller) markDirty(e *entry, urgent bool) {
 	if c.entries[e.path] != e {
 		return
 	}
 	c.dirty[e.path] = struct{}{}
-	e.urgent = e.urgent || urgent
+	if urgent && e.urgentAt.IsZero() {
+		e.urgentAt = time.Now()
+	}
 }
 
 // flush writes the statuses that are due and returns when the next one is
@@ -678,7 +690,11 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 			delete(c.dirty, path)
 			continue
 		}
-		if due := e.lastWrite.Add(c.cfg.ProgressInterval); !all && !e.urgent && now.Before(due) {
+		due := e.lastWrite.Add(c.cfg.ProgressInterval)
+		if !e.urgentAt.IsZero() {
+			due = e.urgentAt.Add(c.cfg.PhaseWriteDelay)
+		}
+		if !all && now.Before(due) {
 			if wait := due.Sub(now); next == 0 || wait < next {
 				next = wait
 			}
@@ -698,7 +714,7 @@ func (c *Controller) write(e *entry, now time.Time) {
 	start := time.Now()
 	err := c.spool.WriteStatus(e.path, &e.status)
 	c.metrics.ObserveStatusWrite(time.Since(start), err)
-	e.urgent = false
+	e.urgentAt = time.Time{}
 	e.lastWrite = now
 	if err != nil {
 		c.log.Warn().Str("task", e.name).Str("file", e.path).Err(err).Msg("status not written")
