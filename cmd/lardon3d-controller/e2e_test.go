@@ -243,6 +243,25 @@ func TestExamplePipelineRunsInDependencyOrder(t *testing.T) {
 	if !strings.Contains(table, "NAME") || strings.Count(table, "Done") != len(tasks) {
 		t.Errorf("get table:\n%s", table)
 	}
+
+	// A restart on a finished spool runs nothing and rewrites nothing.
+	before := map[string]string{}
+	for _, src := range examples {
+		path := filepath.Join(spool, filepath.Base(src))
+		data, _ := os.ReadFile(path)
+		st, _ := os.Stat(path)
+		before[path] = fmt.Sprintf("%s@%d", data, st.ModTime().UnixNano())
+	}
+	if code := startController(t, spool, "--exit-when-done").wait(t, time.Minute); code != 0 {
+		t.Fatalf("restart on a finished spool: exit %d", code)
+	}
+	for path, was := range before {
+		data, _ := os.ReadFile(path)
+		st, _ := os.Stat(path)
+		if fmt.Sprintf("%s@%d", data, st.ModTime().UnixNano()) != was {
+			t.Errorf("%s was rewritten by a restart on a finished spool", path)
+		}
+	}
 }
 
 func TestTasksThatDoNotFitTogetherRunOneAtATimeInFIFOOrder(t *testing.T) {

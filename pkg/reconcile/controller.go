@@ -412,6 +412,15 @@ func (c *Controller) newGeneration(e *entry, hash string, keepProgress bool) {
 // enqueue resolves the items of e.task and hands it to the queue.
 func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
 	t, st := e.task, &e.status
+	// What enqueue itself may change; a finished task resumed unchanged is
+	// not rewritten.
+	type bookkeeping struct {
+		hash     string
+		gen, seq int64
+		progress v1alpha1.Progress
+		log      string
+	}
+	before := bookkeeping{st.SpecHash, st.ObservedGeneration, st.QueueSeq, st.Progress, st.LogFile}
 	st.SpecHash = e.appliedHash
 	st.ObservedGeneration = gen
 	items, err := v1alpha1.ResolveItems(t.Spec, c.cfg.SpoolDir)
@@ -460,7 +469,9 @@ func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
 	}
 	e.inQueue = true
 	c.clearSpecPending(e)
-	c.markDirty(e, true)
+	if before != (bookkeeping{st.SpecHash, st.ObservedGeneration, st.QueueSeq, st.Progress, st.LogFile}) {
+		c.markDirty(e, true)
+	}
 }
 
 // reject marks e Rejected for an invalid spec and takes it out of the queue.

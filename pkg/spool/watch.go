@@ -40,6 +40,16 @@ type fileState struct {
 	ignored string
 }
 
+// unchanged reports whether lst (a regular file's Lstat) is the version f
+// last read and judged: same inode, size and modification time.
+func unchanged(f *fileState, lst fs.FileInfo) bool {
+	if f.ignored != "" || f.pending || f.last == 0 || !lst.Mode().IsRegular() {
+		return false
+	}
+	st, ok := lst.Sys().(*syscall.Stat_t)
+	return ok && st.Ino == f.id.Inode && lst.Size() == f.id.Size && lst.ModTime().Equal(f.id.ModTime)
+}
+
 // watcher is the state of Run: the in-memory view of the directory.
 type watcher struct {
 	s       *Spool
@@ -236,6 +246,11 @@ func (w *watcher) sync(ctx context.Context, base string, settled bool) bool {
 		if rel, err := filepath.Rel(w.realDir, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 			return w.ignore(ctx, base, fmt.Sprintf("symlink resolves outside the spool, to %s", target))
 		}
+	}
+	if f := w.files[base]; f != nil && !settled && unchanged(f, lst) {
+		// The version last read, untouched: a relist of a large spool of
+		// finished manifests reads nothing.
+		return true
 	}
 	file, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
