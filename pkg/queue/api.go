@@ -16,14 +16,21 @@ type Admitter interface {
 	Refresh()
 	// Reserve is the governor's atomic decide-and-reserve. ok is true when a
 	// reservation was granted (verdict Admit or ReduceBatch).
-	Reserve(e governor.Estimate) (d governor.Decision, r governor.Reservation, ok bool)
+	Reserve(e governor.Estimate) (d governor.Decision, r Reservation, ok bool)
 	// Release returns a reservation's budgets; a second release is an error.
-	Release(r governor.Reservation) error
+	Release(r Reservation) error
 	// RecordBatch adds a finished batch to the governor's history.
 	RecordBatch(class string, rec governor.BatchRecord)
 	// Changed is closed at the next governor generation change (hardware
 	// seen or gone, limits changed).
 	Changed() <-chan struct{}
+}
+
+// Reservation is a grant of the Admitter: the queue reads its contract and
+// hands it back to Release, exactly once. governor.Reservation is one.
+type Reservation interface {
+	// Contract is exactly what the work may use.
+	Contract() governor.Contract
 }
 
 // BatchRunner starts one batch of a task as real processes. The queue knows

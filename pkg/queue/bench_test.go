@@ -16,16 +16,16 @@ type benchAdm struct {
 }
 
 func (a *benchAdm) Refresh() {}
-func (a *benchAdm) Reserve(e governor.Estimate) (governor.Decision, governor.Reservation, bool) {
+func (a *benchAdm) Reserve(e governor.Estimate) (governor.Decision, Reservation, bool) {
 	a.asked++
 	if e.Class == a.admit {
 		return governor.Decision{Verdict: governor.Admit, Reason: governor.ReasonFits, Batch: e.BatchMax, Threads: e.Threads},
-			mintReservation(1, governor.Contract{Batch: e.BatchMax, Threads: e.Threads}), true
+			fakeRes{1, governor.Contract{Batch: e.BatchMax, Threads: e.Threads}}, true
 	}
 	return governor.Decision{Verdict: governor.Wait, Reason: governor.ReasonInsufficientMemory, Budget: governor.BudgetMemory,
-		Need: 4 << 30, Free: 2 << 30, Batch: e.BatchMin, Threads: e.Threads}, governor.Reservation{}, false
+		Need: 4 << 30, Free: 2 << 30, Batch: e.BatchMin, Threads: e.Threads}, nil, false
 }
-func (a *benchAdm) Release(governor.Reservation) error       { return nil }
+func (a *benchAdm) Release(Reservation) error                 { return nil }
 func (a *benchAdm) RecordBatch(string, governor.BatchRecord) {}
 func (a *benchAdm) Changed() <-chan struct{}                 { return nil }
 func (o *countingObserver) Observe(Event)                    { o.n++ }

@@ -3,11 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -55,30 +53,18 @@ func (n *notifier) waitUntil(t testing.TB, what string, pred func() bool) {
 	}
 }
 
-// mintReservation builds a governor.Reservation for the fake admitter. The
-// type is opaque outside the governor, so the fields are set through their
-// reflected offsets; init checks the round trip, so a change of the type
-// fails every test loudly instead of silently.
-func mintReservation(id uint64, c governor.Contract) governor.Reservation {
-	var r governor.Reservation
-	rt := reflect.TypeOf(r)
-	idf, ok1 := rt.FieldByName("id")
-	cf, ok2 := rt.FieldByName("contract")
-	if !ok1 || !ok2 || idf.Type != reflect.TypeOf(uint64(0)) || cf.Type != reflect.TypeOf(c) {
-		panic("governor.Reservation changed shape: update mintReservation")
-	}
-	base := unsafe.Pointer(&r)
-	*(*uint64)(unsafe.Add(base, idf.Offset)) = id
-	*(*governor.Contract)(unsafe.Add(base, cf.Offset)) = c
-	return r
+// fakeRes is the fake admitter's reservation.
+type fakeRes struct {
+	id       uint64
+	contract governor.Contract
 }
 
-func init() {
-	c := governor.Contract{Batch: 7, Threads: 3, MemoryBytes: 11}
-	r := mintReservation(42, c)
-	if r.ID() != 42 || r.Contract() != c {
-		panic("mintReservation does not round-trip")
-	}
+func (r fakeRes) Contract() governor.Contract { return r.contract }
+
+// idOf is the id of a reservation the fake admitter granted (0 otherwise).
+func idOf(r Reservation) uint64 {
+	fr, _ := r.(fakeRes)
+	return fr.id
 }
 
 // fakeAdm is an instrumented Admitter: a memory budget counter that checks
@@ -126,7 +112,7 @@ func (a *fakeAdm) Refresh() {
 
 func need(e governor.Estimate, n int64) int64 { return e.FixedMemory + e.PerItemMemory*n }
 
-func (a *fakeAdm) Reserve(e governor.Estimate) (governor.Decision, governor.Reservation, bool) {
+func (a *fakeAdm) Reserve(e governor.Estimate) (governor.Decision, Reservation, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	defer a.lockedBroadcast()
@@ -136,10 +122,10 @@ func (a *fakeAdm) Reserve(e governor.Estimate) (governor.Decision, governor.Rese
 	switch {
 	case a.rejectFor[e.Class] || need(e, e.BatchMin) > a.budget || e.BatchMin < 1 || e.BatchMax < e.BatchMin:
 		d.Verdict, d.Reason = governor.Reject, governor.ReasonExceedsCapacity
-		return d, governor.Reservation{}, false
+		return d, nil, false
 	case a.waitFor[e.Class] || need(e, e.BatchMin) > a.budget-a.used:
 		d.Verdict, d.Reason = governor.Wait, governor.ReasonInsufficientMemory
-		return d, governor.Reservation{}, false
+		return d, nil, false
 	}
 	n := e.BatchMax
 	for need(e, n) > a.budget-a.used {
@@ -160,20 +146,21 @@ func (a *fakeAdm) Reserve(e governor.Estimate) (governor.Decision, governor.Rese
 	if a.used > a.budget {
 		a.overBudgetSeen = true
 	}
-	return d, mintReservation(id, c), true
+	return d, fakeRes{id, c}, true
 }
 
-func (a *fakeAdm) Release(r governor.Reservation) error {
+func (a *fakeAdm) Release(r Reservation) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	defer a.lockedBroadcast()
-	m, ok := a.active[r.ID()]
+	id := idOf(r)
+	m, ok := a.active[id]
 	if !ok {
 		a.badReleases++
-		return fmt.Errorf("release %d: not active (released before: %v)", r.ID(), a.done[r.ID()])
+		return fmt.Errorf("release %d: not active (released before: %v)", id, a.done[id])
 	}
-	delete(a.active, r.ID())
-	a.done[r.ID()] = true
+	delete(a.active, id)
+	a.done[id] = true
 	a.used -= m
 	a.releases++
 	return nil

@@ -19,6 +19,18 @@ type govAdmitter struct {
 
 func (a govAdmitter) Refresh() { a.Update(a.snap) }
 
+func (a govAdmitter) Reserve(e governor.Estimate) (governor.Decision, Reservation, bool) {
+	d, r, ok := a.Governor.Reserve(e)
+	if !ok {
+		return d, nil, false
+	}
+	return d, r, true
+}
+
+func (a govAdmitter) Release(r Reservation) error {
+	return a.Governor.Release(r.(governor.Reservation))
+}
+
 var _ Admitter = govAdmitter{}
 
 // TestWithRealGovernor runs tasks that cannot all fit at once through the
@@ -41,7 +53,7 @@ func TestWithRealGovernor(t *testing.T) {
 	run.onStart = func(fb *fakeBatch) { // r.mu held; lock order r.mu → q.mu → governor
 		q.mu.Lock()
 		e := q.mu.tasks[fb.b.Task]
-		ok := e != nil && e.hasRes && g.Active(e.res) && e.res.Contract() == fb.b.Contract
+		ok := e != nil && e.hasRes && g.Active(e.res.(governor.Reservation)) && e.res.Contract() == fb.b.Contract
 		q.mu.Unlock()
 		b := g.Budgets()
 		mu.Lock()

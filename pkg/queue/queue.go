@@ -98,7 +98,7 @@ type entry struct {
 
 	reason, message string
 	contract        *governor.Contract
-	res             governor.Reservation
+	res             Reservation
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -564,13 +564,13 @@ func (q *Queue) lockedRelease(e *entry) {
 	// A refused release (already released) changes nothing in the governor;
 	// the queue never releases twice, so there is nothing to undo.
 	_ = q.adm.Release(e.res)
-	e.res = governor.Reservation{}
+	e.res = nil
 	q.signal()
 }
 
 // lockedHold installs a granted reservation on the entry.
 // REQUIRES: q.mu held; !e.hasRes.
-func (q *Queue) lockedHold(e *entry, r governor.Reservation) {
+func (q *Queue) lockedHold(e *entry, r Reservation) {
 	c := r.Contract()
 	e.res, e.hasRes, e.contract = r, true, &c
 }

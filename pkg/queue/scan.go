@@ -112,7 +112,7 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 
 // lockedActivate hands an admitted entry to a new worker: phase Reserved.
 // REQUIRES: q.mu held.
-func (q *Queue) lockedActivate(e *entry, r governor.Reservation, d governor.Decision) {
+func (q *Queue) lockedActivate(e *entry, r Reservation, d governor.Decision) {
 	e.state = stateActive
 	q.lockedHold(e, r)
 	q.mu.active++

@@ -28,8 +28,8 @@ func checkHeld(q *Queue, adm *fakeAdm) []string {
 		case v1alpha1.PhaseReserved, v1alpha1.PhaseRunning, v1alpha1.PhasePaused:
 			if !e.hasRes || e.contract == nil {
 				bad = append(bad, fmt.Sprintf("%s is %s without a reservation (state %d closed %v reason %q msg %q)", name, e.phase, e.state, q.mu.closed, e.reason, e.message))
-			} else if _, ok := adm.active[e.res.ID()]; !ok {
-				bad = append(bad, fmt.Sprintf("%s is %s with reservation %d not active", name, e.phase, e.res.ID()))
+			} else if _, ok := adm.active[idOf(e.res)]; !ok {
+				bad = append(bad, fmt.Sprintf("%s is %s with reservation %d not active", name, e.phase, idOf(e.res)))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -66,16 +67,25 @@ func (m *machine) Refresh() {
 }
 
 // Reserve asks the governor and records the decision.
-func (m *machine) Reserve(e governor.Estimate) (governor.Decision, governor.Reservation, bool) {
+func (m *machine) Reserve(e governor.Estimate) (governor.Decision, queue.Reservation, bool) {
 	d, r, ok := m.gov.Reserve(e)
 	if m.decisions != nil {
 		m.decisions.ObserveDecision(d)
 	}
-	return d, r, ok
+	if !ok {
+		return d, nil, false
+	}
+	return d, r, true
 }
 
 // Release returns a reservation to the governor.
-func (m *machine) Release(r governor.Reservation) error { return m.gov.Release(r) }
+func (m *machine) Release(r queue.Reservation) error {
+	gr, ok := r.(governor.Reservation)
+	if !ok {
+		return fmt.Errorf("release: %T is not a governor reservation", r)
+	}
+	return m.gov.Release(gr)
+}
 
 // RecordBatch adds a finished batch to the governor's history.
 func (m *machine) RecordBatch(class string, rec governor.BatchRecord) { m.gov.RecordBatch(class, rec) }
