@@ -347,9 +347,9 @@ loop:
 	res := Result{Reason: reason, Message: msg, Stragglers: stragglers, Started: b.started, Ended: ended, ExitCode: -1}
 	if st := b.cmd.ProcessState; st != nil {
 		res.ExitCode = st.ExitCode()
-		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-			peak = max(peak, ru.Maxrss*1024) // the leader and its reaped descendants
-		}
+		// Not the leader's ru_maxrss: it keeps the high-water mark of the
+		// controller's own image, shared before exec, so every short command
+		// would report the controller's size. The peak is what was sampled.
 		if res.Message == "" {
 			switch ws, ok := st.Sys().(syscall.WaitStatus); {
 			case ok && ws.Signaled():
