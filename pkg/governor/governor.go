@@ -45,6 +45,47 @@ type scratchEntry struct {
 	refs                int
 }
 
+// registryEntry is what registrySlot needs of a GPU or scratch entry.
+type registryEntry interface {
+	// key identifies the hardware (GPU id, volume path).
+	key() string
+	// reusable is true for an entry gone with no reservation left on it.
+	reusable() bool
+}
+
+func (e *gpuEntry) key() string        { return e.id }
+func (e *gpuEntry) reusable() bool     { return !e.present && e.refs == 0 }
+func (e *scratchEntry) key() string    { return e.path }
+func (e *scratchEntry) reusable() bool { return !e.present && e.refs == 0 }
+
+// registrySlot returns the index of key's entry: its own, else a reusable
+// one not yet claimed in this update (reset), else a new one appended to
+// entries and seen. ok is false when the registry is full. Indexes stay
+// stable while reservations refer to them.
+func registrySlot[E any, P interface {
+	*E
+	registryEntry
+}](entries *[]E, seen *[]bool, key string, limit int) (idx int, ok bool) {
+	for i := range *entries {
+		if P(&(*entries)[i]).key() == key {
+			return i, true
+		}
+	}
+	for i := range *entries {
+		if P(&(*entries)[i]).reusable() && !(*seen)[i] {
+			var zero E
+			(*entries)[i] = zero
+			return i, true
+		}
+	}
+	if len(*entries) >= limit {
+		return -1, false
+	}
+	*entries = append(*entries, *new(E))
+	*seen = append(*seen, false)
+	return len(*entries) - 1, true
+}
+
 // slot is one entry of the reservation table. A slot is active between its
 // reservation's grant and release; released slots go to the free list.
 type slot struct {
@@ -226,29 +267,9 @@ func (g *Governor) lockedUpdateGPUs(in []GPU) bool {
 			x.Known, x.TotalBytes, x.FreeBytes = true, g.cfg.GPUMemory, g.cfg.GPUMemory
 		}
 		x.TotalBytes, x.FreeBytes = max(x.TotalBytes, 0), max(x.FreeBytes, 0)
-		idx := -1
-		for i := range g.mu.gpus {
-			if g.mu.gpus[i].id == x.ID {
-				idx = i
-				break
-			}
-		}
-		if idx < 0 {
-			for i := range g.mu.gpus {
-				if !g.mu.gpus[i].present && g.mu.gpus[i].refs == 0 && !seen[i] {
-					idx = i
-					g.mu.gpus[i] = gpuEntry{}
-					break
-				}
-			}
-		}
-		if idx < 0 {
-			if len(g.mu.gpus) >= MaxGPUs {
-				return
-			}
-			g.mu.gpus = append(g.mu.gpus, gpuEntry{})
-			seen = append(seen, false)
-			idx = len(g.mu.gpus) - 1
+		idx, ok := registrySlot(&g.mu.gpus, &seen, x.ID, MaxGPUs)
+		if !ok {
+			return
 		}
 		if seen[idx] {
 			return // duplicate id in one snapshot
@@ -296,29 +317,9 @@ func (g *Governor) lockedUpdateScratch(in []ScratchVolume) bool {
 	changed := false
 	seen := make([]bool, len(g.mu.scratch), len(g.mu.scratch)+len(in))
 	for _, v := range in {
-		idx := -1
-		for i := range g.mu.scratch {
-			if g.mu.scratch[i].path == v.Path {
-				idx = i
-				break
-			}
-		}
-		if idx < 0 {
-			for i := range g.mu.scratch {
-				if !g.mu.scratch[i].present && g.mu.scratch[i].refs == 0 && !seen[i] {
-					idx = i
-					g.mu.scratch[i] = scratchEntry{}
-					break
-				}
-			}
-		}
-		if idx < 0 {
-			if len(g.mu.scratch) >= MaxScratchVolumes {
-				continue
-			}
-			g.mu.scratch = append(g.mu.scratch, scratchEntry{})
-			seen = append(seen, false)
-			idx = len(g.mu.scratch) - 1
+		idx, ok := registrySlot(&g.mu.scratch, &seen, v.Path, MaxScratchVolumes)
+		if !ok {
+			continue
 		}
 		if seen[idx] {
 			continue

@@ -444,33 +444,29 @@ func verify(src *yamlv3.Node, out []byte, want func(map[string]any) error) error
 	return nil
 }
 
+// equalMaps compares two decoded mappings with equalValues.
+func equalMaps[K comparable](x, y map[K]any) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for k, v := range x {
+		w, ok := y[k]
+		if !ok || !equalValues(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
 // equalValues is reflect.DeepEqual where NaN equals NaN.
 func equalValues(a, b any) bool {
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !equalValues(v, w) {
-				return false
-			}
-		}
-		return true
+		return ok && equalMaps(x, y)
 	case map[any]any:
 		y, ok := b.(map[any]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !equalValues(v, w) {
-				return false
-			}
-		}
-		return true
+		return ok && equalMaps(x, y)
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {
