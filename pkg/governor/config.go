@@ -74,7 +74,8 @@ type Config struct {
 	// With GPUMemory 0 and no GPU in the snapshot, it declares a unified GPU
 	// named "config".
 	GPUUnified bool
-	// LoadThreshold is the 1-minute load average per usable CPU above which
+	// LoadThreshold is the 1-minute load average, less the threads of the
+	// active reservations, per usable CPU above which
 	// new admissions wait (0: 1.5; negative: disabled).
 	LoadThreshold float64
 	// IOPressureThreshold is the PSI io "some avg10" percentage above which

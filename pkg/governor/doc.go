@@ -50,7 +50,8 @@
 //     above every GPU's memory − margin (ExceedsCapacity); a GPU demand with
 //     no GPU (NoGPU); a scratch demand with no scratch volume (NoScratch).
 //     Overflowing demands are ExceedsCapacity.
-//  3. Deferrals of new admissions: load average above LoadThreshold × CPUs
+//  3. Deferrals of new admissions: load average, less the threads of the
+//     active reservations (the governor's own work), above LoadThreshold × CPUs
 //     (LoadHigh), PSI io some avg10 above IOPressureThreshold for demands
 //     holding IO slots (IOPressure). A deferral ends only after its signal
 //     stayed at or below the threshold for Config.Hysteresis, measured on

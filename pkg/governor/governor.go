@@ -235,8 +235,12 @@ func (g *Governor) Update(s Snapshot) {
 		changed = true
 	}
 
+	// The work the governor admitted is expected load: the signal is the
+	// load its active reservations' threads do not account for, so that
+	// running CPU-bound batches does not, by itself, hold back the next.
 	loadThreshold := g.cfg.LoadThreshold * float64(g.mu.cpus)
-	g.mu.load.observe(s.Load1, loadThreshold, g.cfg.LoadThreshold > 0, now)
+	foreignLoad := max(s.Load1-float64(g.mu.threadsReserved), 0)
+	g.mu.load.observe(foreignLoad, loadThreshold, g.cfg.LoadThreshold > 0, now)
 	g.mu.io.observe(s.PSI.IO.SomeAvg10, g.cfg.IOPressureThreshold,
 		g.cfg.IOPressureThreshold > 0 && s.PSI.Available, now)
 

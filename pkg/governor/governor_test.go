@@ -110,7 +110,7 @@ func TestDecideTable(t *testing.T) {
 			verdict: Reject, reason: ReasonExceedsCapacity, budget: BudgetCPU, batch: 1, threads: 4},
 		{name: "load high", snap: snap(func(s *Snapshot) { s.Load1 = 7 }), e: est(nil),
 			verdict: Wait, reason: ReasonLoadHigh, budget: BudgetLoad, batch: 1, threads: 1,
-			msg: "load average 7.00 above 6.00"},
+			msg: "load average beyond the reserved threads 7.00 above 6.00"},
 		{name: "load threshold disabled", cfg: Config{LoadThreshold: -1}, snap: snap(func(s *Snapshot) { s.Load1 = 70 }),
 			e: est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
 		{name: "io pressure", snap: snap(func(s *Snapshot) { s.PSI = PSI{Available: true, IO: Pressure{SomeAvg10: 55}} }),

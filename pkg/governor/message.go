@@ -149,7 +149,7 @@ func (d Decision) Message() string {
 		b = append(b, " free on the best volume"...)
 		after()
 	case ReasonLoadHigh:
-		b = append(b, "load average "...)
+		b = append(b, "load average beyond the reserved threads "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 2, 64)
 		b = appendDeferral(b, d.Signal > d.Threshold)
 		b = strconv.AppendFloat(b, d.Threshold, 'f', 2, 64)
