@@ -347,7 +347,10 @@ func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 		c.reject(e, hash, st.ObservedGeneration+1, parseErr)
 		return
 	}
-	if st.SpecHash == hash && st.Phase != "" {
+	// A duplicate-name rejection belongs to the file's situation, not to its
+	// spec: the name may be free now.
+	dup := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionValid)
+	if st.SpecHash == hash && st.Phase != "" && (dup == nil || dup.Reason != v1alpha1.ReasonDuplicateName) {
 		// Same generation as the status describes: resume.
 		e.appliedHash = hash
 		if st.Reservation != nil {

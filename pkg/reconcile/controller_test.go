@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -176,6 +177,29 @@ func TestDuplicateNameIsRejectedAndTakesOverWhenTheOwnerGoes(t *testing.T) {
 	}
 	h.eventually("second takes the name and runs to Done", func() bool { return h.status("second.yaml").Phase == v1alpha1.PhaseDone })
 	h.eventually("every reservation released", func() bool { return h.gov.Budgets().Reservations == 0 })
+}
+
+func TestADuplicateRejectedBeforeARestartRunsOnceTheNameIsFree(t *testing.T) {
+	h := newHarness(t, Config{ExitWhenDone: true})
+	// What a previous controller wrote: rejected as a duplicate of a file
+	// that is gone since.
+	body := manifest("same", "true", "")
+	task, err := v1alpha1.ParseManifest("second.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := v1alpha1.TaskStatus{Phase: v1alpha1.PhaseRejected, SpecHash: v1alpha1.SpecHash(task.Spec), ObservedGeneration: 1}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonDuplicateName, Message: `metadata.name "same" is already used by first.yaml`})
+	data, err := spool.ReplaceStatus([]byte(body), &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.write("second.yaml", string(data))
+	h.start()
+	if out := h.wait(); !out.AllDone {
+		t.Fatalf("not all Done: %s", h.status("second.yaml").Phase)
+	}
 }
 
 func TestEditWhileRunningWaitsAndAFailedTaskTakesIt(t *testing.T) {
