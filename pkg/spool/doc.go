@@ -21,7 +21,9 @@
 // naming it, relists every Options.Relist (10 s) and relists at once when
 // fsnotify reports an error such as a queue overflow (fsnotify#148: the
 // kernel drops events under load, so events are hints and the relist is
-// the truth).
+// the truth). A relist reads only the files whose inode, size or
+// modification time changed since they were last read, so a spool of
+// thousands of finished manifests costs a directory listing and a stat each.
 //
 // Taken: *.yaml and *.yml. Ignored: dotfiles (which covers vim's .x.swp and
 // emacs' .#x, and this package's own temp files), x~ backups, vim's 4913
@@ -43,10 +45,14 @@
 //   - Invalid: not parseable YAML (a *v1alpha1.SyntaxError). Such a version
 //     is not judged at once, since it may be caught mid-write: the file
 //     must stay unchanged for Options.Settle (300 ms), then it is re-read,
-//     and only if still broken is Invalid emitted.
+//     and only if still broken is Invalid emitted. A broken file already
+//     untouched for that long (by its modification time) is judged at once.
 //   - Refused: too large.
 //   - Deleted: gone (seen by an event or by a relist), or now ignored,
 //     after any other event was emitted for it.
+//   - Synced: once, after the events of every manifest present when Run
+//     started; a controller that must know the whole spool (to exit when
+//     everything is done) waits for it.
 //
 // Nothing is emitted when the user-owned part of a file (everything but
 // its status block) has the same SHA-256 as the version last emitted.
