@@ -10,10 +10,18 @@
 // what a batch needs (command, items, log path), written by the owner and read
 // by the queue's workers.
 //
-// Status writes are coalesced: a phase change is written at once (after the
-// events already queued are applied, so Reserved→Running→Done of a trivial
-// task may land as one write); progress alone at most every ProgressInterval
-// per task.
+// Status writes are coalesced: a phase change, and the end of a batch (the
+// commit point of its items), is written within PhaseWriteDelay (10 ms), so
+// that the Reserved→Running→Done of a short task lands in one write; other
+// changes (a batch starting, a new reason to wait) at most every
+// ProgressInterval (250 ms) per task.
+//
+// Crash safety. Before the queue hears of a batch, the batch adapter records
+// its process group (pgid, start time, boot id) in STATE/run/TASK/group-PGID.json
+// and removes the file once the group is gone. Run starts by killing every
+// group still on record, then resumes each task from its committed progress:
+// reservations live only in memory, so none leaks. At most the batch in
+// flight at the crash runs again.
 //
 // Generations. The effective generation of a spec is derived, not trusted
 // from the file: status.specHash records the spec the status describes; a
