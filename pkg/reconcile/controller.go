@@ -415,8 +415,12 @@ func (c *Controller) newGeneration(e *entry, hash string, keepProgress bool) {
 // enqueue resolves the items of e.task and hands it to the queue.
 func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
 	t, st := e.task, &e.status
-	// What enqueue itself may change; a finished task resumed unchanged is
-	// not rewritten.
+	if resume && v1alpha1.IsTerminal(st.Phase) {
+		c.enqueueFinished(e)
+		return
+	}
+	// What enqueue itself may change; a task resumed unchanged is not
+	// rewritten.
 	type bookkeeping struct {
 		hash     string
 		gen, seq int64
@@ -461,9 +465,7 @@ func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
 	if t.Spec.BatchTimeout != nil {
 		qt.BatchTimeout = t.Spec.BatchTimeout.Duration
 	}
-	if resume && v1alpha1.IsTerminal(st.Phase) {
-		qt.Terminal = st.Phase
-	} else if st.Phase != v1alpha1.PhasePending {
+	if st.Phase != v1alpha1.PhasePending {
 		c.setPhase(e, v1alpha1.PhasePending, "Queued", fmt.Sprintf("queued as generation %d", gen))
 	}
 	if err := c.queue.Upsert(qt); err != nil {
@@ -475,6 +477,30 @@ func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
 	if before != (bookkeeping{st.SpecHash, st.ObservedGeneration, st.QueueSeq, st.Progress, st.LogFile}) {
 		c.markDirty(e, true)
 	}
+}
+
+// enqueueFinished hands the queue a task a previous controller finished, so
+// that its dependents can be resolved. Nothing of its status changes and its
+// items are not resolved again: its inputs may be gone, and a restart on a
+// spool of finished manifests must not rewrite them.
+func (c *Controller) enqueueFinished(e *entry) {
+	t, st := e.task, &e.status
+	qt := queue.Task{
+		Name:        e.name,
+		Seq:         st.QueueSeq,
+		Generation:  st.ObservedGeneration,
+		Estimate:    EstimateFor(&t.Spec, max(st.Progress.ItemsTotal, 1)),
+		ItemsTotal:  st.Progress.ItemsTotal,
+		ItemsDone:   st.Progress.ItemsDone,
+		BatchesDone: st.Progress.BatchesDone,
+		DependsOn:   t.Spec.DependsOn,
+		Terminal:    st.Phase,
+	}
+	if err := c.queue.Upsert(qt); err != nil {
+		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
+		return
+	}
+	e.inQueue = true
 }
 
 // reject marks e Rejected for an invalid spec and takes it out of the queue.

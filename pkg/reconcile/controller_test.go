@@ -202,6 +202,35 @@ func TestADuplicateRejectedBeforeARestartRunsOnceTheNameIsFree(t *testing.T) {
 	}
 }
 
+func TestARestartTouchesNoFinishedManifest(t *testing.T) {
+	h := newHarness(t, Config{ExitWhenDone: true})
+	// Finished under a previous controller, with no queueSeq or logFile, and
+	// a glob whose files are gone since: resumed as is, never rewritten.
+	body := "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec:\n  command: [\"true\"]\n  items: {glob: \"gone/*.jpg\"}\n"
+	task, err := v1alpha1.ParseManifest("old.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := v1alpha1.TaskStatus{Phase: v1alpha1.PhaseDone, SpecHash: v1alpha1.SpecHash(task.Spec), ObservedGeneration: 1,
+		Progress: v1alpha1.Progress{ItemsDone: 3, ItemsTotal: 3, BatchesDone: 1}}
+	data, err := spool.ReplaceStatus([]byte(body), &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := h.write("old.yaml", string(data))
+	h.write("next.yaml", manifest("next", "true", "  dependsOn: [old]\n"))
+	before, _ := os.Stat(path)
+	h.start()
+	if out := h.wait(); !out.AllDone {
+		t.Fatalf("not all Done: old %s, next %s", h.status("old.yaml").Phase, h.status("next.yaml").Phase)
+	}
+	after, _ := os.Stat(path)
+	got, _ := os.ReadFile(path)
+	if string(got) != string(data) || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the finished manifest was rewritten:\n%s", got)
+	}
+}
+
 func TestEditWhileRunningWaitsAndAFailedTaskTakesIt(t *testing.T) {
 	h := newHarness(t, Config{})
 	// The batch fails once the marker exists; the edit then fixes the command.
