@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,6 +245,33 @@ func TestExamplePipelineRunsInDependencyOrder(t *testing.T) {
 		t.Errorf("get table:\n%s", table)
 	}
 
+	// describe tells the story of a task that ran, and budgets probes the
+	// machine when no controller runs.
+	var sfm *v1alpha1.Task
+	for _, task := range tasks {
+		if len(task.Spec.DependsOn) > 0 && (sfm == nil || task.Status.QueueSeq > sfm.Status.QueueSeq) {
+			sfm = task
+		}
+	}
+	out, code = runCLI(t, "describe", "--spool", spool, sfm.Metadata.Name)
+	if !regexp.MustCompile(`(?m)^Phase:\s+Done$`).MatchString(out) {
+		t.Errorf("describe does not say Done:\n%s", out)
+	}
+	for _, want := range []string{"Depends on:", "Progress:", "Last batch:", "exit 0", "Log:", sfm.Status.LogFile, "Complete"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	if _, err := os.Stat(sfm.Status.LogFile); err != nil {
+		t.Errorf("the log file in status: %v", err)
+	}
+	out, code = runCLI(t, "budgets", "--spool", spool)
+	for _, want := range []string{"probed now", "memory", "cpu threads", "Load:"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("budgets lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+
 	// A restart on a finished spool runs nothing and rewrites nothing.
 	before := map[string]string{}
 	for _, src := range examples {
@@ -457,16 +485,17 @@ spec:
 	})
 }
 
-// TestCrashResume kills the controller with SIGKILL at several points of a
-// run, restarts it on the same spool, and checks that everything ends Done,
-// that every item ran once or twice, and that no process is left.
-func TestCrashResume(t *testing.T) {
+// crashRun runs three tasks of 24 items (batches of at most 3) on a fresh
+// spool, kills the controller with SIGKILL after each of kills, restarts it,
+// lets the last run finish, and returns how many times each item completed
+// ("task index" → count). Each batch starts a long-lived background process
+// under a marker name (a leftover if the controller dies mid-batch) and
+// records its items in a ledger only when it completes.
+func crashRun(t *testing.T, kills []time.Duration) map[string]int {
+	t.Helper()
 	spool := newSpool(t)
 	tmp := t.TempDir()
 	ledger := filepath.Join(tmp, "ledger")
-	// Each batch starts a long-lived background process under a marker name
-	// (a leftover if the controller dies mid-batch), and records its items in
-	// the ledger only when it completes.
 	marker := filepath.Join(tmp, "lardon3d-e2e-crash-marker")
 	sleepBin, err := exec.LookPath("sleep")
 	if err != nil {
@@ -485,7 +514,7 @@ spec:
     batch: {min: 1, max: 3}
 `, ledger, marker))
 	}
-	for _, after := range []time.Duration{400 * time.Millisecond, 900 * time.Millisecond, 250 * time.Millisecond, 1300 * time.Millisecond} {
+	for _, after := range kills {
 		c := startController(t, spool)
 		time.Sleep(after) // let it run for a while: the point is to kill it mid-way
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
@@ -495,23 +524,9 @@ spec:
 	if code := c.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("final run: exit code %d", code)
 	}
-	data, err := os.ReadFile(ledger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		counts[line]++
-	}
 	for _, name := range []string{"alpha", "beta", "gamma"} {
 		if p := phaseOf(t, filepath.Join(spool, name+".yaml")); p != v1alpha1.PhaseDone {
 			t.Errorf("%s: phase %s", name, p)
-		}
-		for i := 0; i < 24; i++ {
-			n := counts[fmt.Sprintf("%s %d", name, i)]
-			if n < 1 || n > 2 {
-				t.Errorf("%s item %d ran %d times, want 1 or 2", name, i, n)
-			}
 		}
 	}
 	// No leftover process: nothing carries the marker any more.
@@ -533,5 +548,47 @@ spec:
 			t.Fatalf("leftover batch processes:\n%s", strings.Join(left, "\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	data, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		counts[line]++
+	}
+	for _, name := range []string{"alpha", "beta", "gamma"} {
+		for i := 0; i < 24; i++ {
+			if n := counts[fmt.Sprintf("%s %d", name, i)]; n < 1 {
+				t.Errorf("%s item %d never ran", name, i)
+			}
+		}
+	}
+	return counts
+}
+
+// TestCrashResume: after one kill -9 at an arbitrary moment and a restart,
+// everything ends Done, every item ran once or twice (only the batch in
+// flight runs again), and no process of the old controller's batches is
+// left.
+func TestCrashResume(t *testing.T) {
+	for item, n := range crashRun(t, []time.Duration{700 * time.Millisecond}) {
+		if n > 2 {
+			t.Errorf("%s ran %d times, want 1 or 2", item, n)
+		}
+	}
+}
+
+// TestRepeatedCrashes: four kills at several points. Each crash may re-run
+// the batch in flight of each running task (two run at once on two CPUs,
+// at most 3 items a batch), never more: the re-runs stay within that bound.
+func TestRepeatedCrashes(t *testing.T) {
+	kills := []time.Duration{400 * time.Millisecond, 900 * time.Millisecond, 250 * time.Millisecond, 1300 * time.Millisecond}
+	extra := 0
+	for _, n := range crashRun(t, kills) {
+		extra += n - 1
+	}
+	if bound := len(kills) * 2 * 3; extra > bound {
+		t.Errorf("%d re-runs of items over %d crashes, want at most %d (one batch of 3 per running task per crash)", extra, len(kills), bound)
 	}
 }

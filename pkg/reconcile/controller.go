@@ -109,6 +109,8 @@ type entry struct {
 	// none); lastWrite when the status was last written.
 	urgentAt  time.Time
 	lastWrite time.Time
+	// commit is set when committed progress awaits its write: no grace.
+	commit bool
 }
 
 // New builds a controller; Run starts it.
@@ -660,9 +662,11 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 		st.ProcessGroup = nil
 		st.Progress.ItemsDone, st.Progress.BatchesDone = ev.ItemsDone, ev.BatchesDone
 		c.metrics.ObserveBatch(string(e.task.Spec.Class), r.Ended.Sub(r.Started), r.PeakMemoryBytes)
-		// The end of a batch is a commit point: written at once, so that a
-		// crash re-runs at most the batch in flight.
+		// The end of a batch is a commit point: written at this flush, with
+		// no grace, so that a crash re-runs at most the batch in flight. The
+		// events already queued (a Done that follows) land in the same write.
 		c.markDirty(e, true)
+		e.commit = true
 	}
 }
 
@@ -734,6 +738,9 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 		if !e.urgentAt.IsZero() {
 			due = e.urgentAt.Add(c.cfg.PhaseWriteDelay)
 		}
+		if e.commit {
+			due = now
+		}
 		if !all && now.Before(due) {
 			if wait := due.Sub(now); next == 0 || wait < next {
 				next = wait
@@ -754,7 +761,7 @@ func (c *Controller) write(e *entry, now time.Time) {
 	start := time.Now()
 	err := c.spool.WriteStatus(e.path, &e.status)
 	c.metrics.ObserveStatusWrite(time.Since(start), err)
-	e.urgentAt = time.Time{}
+	e.urgentAt, e.commit = time.Time{}, false
 	e.lastWrite = now
 	if err != nil {
 		c.log.Warn().Str("task", e.name).Str("file", e.path).Err(err).Msg("status not written")

@@ -10,9 +10,10 @@
 // what a batch needs (command, items, log path), written by the owner and read
 // by the queue's workers.
 //
-// Status writes are coalesced: a phase change, and the end of a batch (the
-// commit point of its items), is written within PhaseWriteDelay (10 ms), so
-// that the Reserved→Running→Done of a short task lands in one write; other
+// Status writes are coalesced: the end of a batch (the commit point of its
+// items) is written at the next flush, after the events already queued; a
+// phase change within PhaseWriteDelay (10 ms), so that the
+// Reserved→Running→Done of a short task lands in one write; other
 // changes (a batch starting, a new reason to wait) at most every
 // ProgressInterval (250 ms) per task.
 //
