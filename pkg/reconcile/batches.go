@@ -157,9 +157,16 @@ func writeGroupFile(path string, pg runner.ProcessGroup) error {
 	return os.Rename(tmp, path)
 }
 
-// killLeftovers kills the process groups that a previous controller on
-// the same state directory left behind, and returns how many processes it
-// killed. Every record is removed once handled.
+// StateDirEnv names the variable every batch process carries: the absolute
+// state directory of the controller that started it. A restarted
+// controller finds by it what a crashed one left, even a batch killed
+// between its start and its group record, or a process that left the group.
+const StateDirEnv = "LARDON3D_STATE_DIR"
+
+// killLeftovers kills what a previous controller on the same state
+// directory left behind: the process groups on record, then every process
+// carrying the state directory in its environment. It returns how many
+// processes it killed. Every record is removed once handled.
 func killLeftovers(stateDir string, log zerolog.Logger) int {
 	files, _ := filepath.Glob(filepath.Join(stateDir, "run", "*", "group-*.json"))
 	total := 0
@@ -183,7 +190,14 @@ func killLeftovers(stateDir string, log zerolog.Logger) int {
 		}
 		_ = os.Remove(f)
 	}
-	return total
+	n, err := runner.KillByEnv(StateDirEnv, stateDir)
+	if err != nil {
+		log.Warn().Err(err).Msg("scanning for leftover batch processes")
+	}
+	if n > 0 {
+		log.Info().Int("killed", n).Msg("killed leftover batch processes found by their environment")
+	}
+	return total + n
 }
 
 // workMemory is the resident memory of every running batch, at their last
@@ -228,7 +242,8 @@ func (r runningBatch) Wait() queue.BatchResult {
 
 // runInfoFor builds a task's runInfo from its spec.
 func runInfoFor(t *v1alpha1.Task, spoolDir, stateDir string, items []string) *runInfo {
-	env := make([]runner.EnvVar, 0, len(t.Spec.Env))
+	env := make([]runner.EnvVar, 0, 1+len(t.Spec.Env))
+	env = append(env, runner.EnvVar{Name: StateDirEnv, Value: stateDir})
 	for _, e := range t.Spec.Env {
 		env = append(env, runner.EnvVar{Name: e.Name, Value: e.Value})
 	}

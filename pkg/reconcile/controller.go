@@ -118,6 +118,9 @@ func New(cfg Config, deps Deps) *Controller {
 	if cfg.StateDir == "" {
 		cfg.StateDir = filepath.Join(cfg.SpoolDir, ".lardon3d")
 	}
+	if abs, err := filepath.Abs(cfg.StateDir); err == nil {
+		cfg.StateDir = abs // it marks the batches' environment: one spelling
+	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = 250 * time.Millisecond
 	}

@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -220,4 +222,47 @@ func killLeftover(fs procfs.FS, procRoot string, pg ProcessGroup) (int, error) {
 		}
 		time.Sleep(wait)
 	}
+}
+
+// KillByEnv kills, with SIGKILL, every process of this user whose
+// environment holds name=value, and the process groups they lead or belong
+// to, except the caller's own group. A restarted controller uses it with the
+// variable every batch carries (its state directory) to reach what a
+// crashed one left before the group could be recorded, or what left the
+// group with setsid. It returns how many processes carried the variable.
+func KillByEnv(name, value string) (int, error) {
+	if name == "" || value == "" {
+		return 0, fmt.Errorf("%w: empty environment marker", ErrInvalidSpec)
+	}
+	return killByEnv(procfs.DefaultMountPoint, name+"="+value)
+}
+
+func killByEnv(procRoot, entry string) (int, error) {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return 0, fmt.Errorf("list processes: %w", err)
+	}
+	want := []byte(entry + "\x00")
+	self, ownGroup := os.Getpid(), unix.Getpgrp()
+	groups := map[int]bool{}
+	found := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "environ"))
+		if err != nil || !(bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))) {
+			continue
+		}
+		found++
+		if pg, err := unix.Getpgid(pid); err == nil && pg > 1 && pg != ownGroup {
+			groups[pg] = true
+		}
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	for pg := range groups {
+		_ = signalGroup(pg, unix.SIGKILL)
+	}
+	return found, nil
 }

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/procfs"
 )
@@ -145,4 +148,43 @@ func BenchmarkGroupSample(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestKillByEnvKillsMarkedProcessesAndTheirGroups(t *testing.T) {
+	marker := fmt.Sprintf("/tmp/state-%d-%d", os.Getpid(), time.Now().UnixNano())
+	start := func(env []string) *exec.Cmd {
+		// A leader with a child, in a group of their own, as a batch would be.
+		cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+		return cmd
+	}
+	marked := start([]string{"PATH=" + os.Getenv("PATH"), "LARDON3D_STATE_DIR=" + marker})
+	other := start([]string{"PATH=" + os.Getenv("PATH"), "LARDON3D_STATE_DIR=" + marker + "-other"})
+	// Wait until both children run, so that there is a group to kill.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(liveMembers(t, marked.Process.Pid)) < 2 || len(liveMembers(t, other.Process.Pid)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the test processes did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	n, err := KillByEnv("LARDON3D_STATE_DIR", marker)
+	if err != nil || n != 2 {
+		t.Fatalf("KillByEnv = %d, %v; want the leader and its child", n, err)
+	}
+	_ = marked.Wait()
+	for time.Now().Before(deadline) && len(liveMembers(t, marked.Process.Pid)) > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := liveMembers(t, marked.Process.Pid); len(left) > 0 {
+		t.Errorf("marked group still has %v", left)
+	}
+	if left := liveMembers(t, other.Process.Pid); len(left) < 2 {
+		t.Errorf("a process with another marker was killed: %v left", left)
+	}
 }
