@@ -39,7 +39,7 @@ fuzz:
 schemas:
 	$(GO) run ./hack/schemagen > schemas/task.schema.json
 
-## bench: the side-by-side benchmark against ts, parallel and xargs (10-15 min)
+## bench: the side-by-side benchmark against tsp, parallel and xargs (about 35 min on 2 cores; root)
 bench: build
 	bash bench/run.sh
 
