@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -123,10 +122,3 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 }
 
 func humanBytes(n int64) string { return governor.FormatBytes(n) }
-
-func qty(q *resource.Quantity) string {
-	if q == nil {
-		return "0"
-	}
-	return q.String()
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
@@ -123,4 +124,12 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// qty prints an optional quantity, 0 when unset.
+func qty(q *resource.Quantity) string {
+	if q == nil {
+		return "0"
+	}
+	return q.String()
 }

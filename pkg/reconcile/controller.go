@@ -90,7 +90,6 @@ type Controller struct {
 	dirty    map[string]struct{}
 	nextSeq  int64
 	synced   bool
-	phaseLog map[v1alpha1.Phase]int
 }
 
 // entry is one manifest the controller knows.
