@@ -84,12 +84,12 @@ type Controller struct {
 	inbox   *inbox
 
 	// Owned by the Run goroutine.
-	entries  map[string]*entry // by path
-	byName   map[string]string // name → path of the file that owns it
-	invalid  map[string]error  // path → why it is not a task (syntax, refused)
-	dirty    map[string]struct{}
-	nextSeq  int64
-	synced   bool
+	entries map[string]*entry // by path
+	byName  map[string]string // name → path of the file that owns it
+	invalid map[string]error  // path → why it is not a task (syntax, refused)
+	dirty   map[string]struct{}
+	nextSeq int64
+	synced  bool
 }
 
 // entry is one manifest the controller knows.
