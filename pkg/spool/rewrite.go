@@ -425,8 +425,9 @@ func splice(src []byte, start, end int, lead, mid []byte) []byte {
 }
 
 // verify decodes src (the parsed original) and out, applies want to src's
-// top-level mapping and
-// checks that it equals out's: the edit changed exactly what it meant to.
+// top-level mapping and checks that it equals out's (the edit changed
+// exactly what it meant to) and that out converts to JSON as the reader
+// needs.
 func verify(src *yamlv3.Node, out []byte, want func(map[string]any) error) error {
 	var before, after map[string]any
 	if err := src.Decode(&before); err != nil {
@@ -440,6 +441,12 @@ func verify(src *yamlv3.Node, out []byte, want func(map[string]any) error) error
 	}
 	if !equalValues(before, after) {
 		return notRewritable("self-check: edited file does not decode to the intended values")
+	}
+	// The reader (v1alpha1.ParseManifest, and every YAML-to-JSON client)
+	// goes through JSON, which has no null, complex or duplicate-after-
+	// conversion keys: a file it could not read back is not written.
+	if _, err := yaml.YAMLToJSON(out); err != nil {
+		return notRewritable("self-check: edited file has no JSON form: %v", err)
 	}
 	return nil
 }
