@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
 func newDescribeCommand(g *globals) *cobra.Command {
@@ -24,6 +26,14 @@ func newDescribeCommand(g *globals) *cobra.Command {
 				return &exitError{code: 1, err: err}
 			}
 			describe(cmd.OutOrStdout(), f, time.Now())
+			// A status the controller cannot write is not in the file: it
+			// publishes the failure in its state directory.
+			if errs, err := reconcile.ReadWriteErrors(filepath.Join(g.spool, ".lardon3d")); err == nil {
+				if we, ok := errs[f.name()]; ok {
+					fmt.Fprintf(cmd.OutOrStdout(), "Status write:  failing since %s (%d attempts, retrying): %s\n",
+						we.Since.Format(time.RFC3339), we.Attempts, we.Error)
+				}
+			}
 			return nil
 		},
 	}

@@ -28,6 +28,7 @@ type Metrics struct {
 	batchDuration *prometheus.HistogramVec
 	batchPeak     *prometheus.HistogramVec
 	statusWrites  *prometheus.HistogramVec
+	refused       *prometheus.CounterVec
 	ready         atomic.Bool
 }
 
@@ -59,6 +60,11 @@ func New(src BudgetSource) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"result"}),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "phase_transitions_refused_total",
+		Help: "Phase transitions the phase table forbids, refused by the controller (each one is a bug).",
+	}, []string{"from", "to"})
+	m.registry.MustRegister(m.refused)
 	m.registry.MustRegister(m.decisions, m.tasks, m.batchDuration, m.batchPeak, m.statusWrites,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if src != nil {
@@ -87,6 +93,11 @@ func (m *Metrics) ObserveStatusWrite(d time.Duration, err error) {
 		result = "error"
 	}
 	m.statusWrites.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// ObservePhaseRefused counts a forbidden phase transition.
+func (m *Metrics) ObservePhaseRefused(from, to v1alpha1.Phase) {
+	m.refused.WithLabelValues(string(from), string(to)).Inc()
 }
 
 // SetPhases replaces the count of tasks per phase.

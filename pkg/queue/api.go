@@ -63,6 +63,8 @@ type Batch struct {
 	Start, Size int64
 	// Total is the task's item count.
 	Total int64
+	// Generation is the task's generation the batch belongs to.
+	Generation int64
 	// Attempt is 1 for the first try of this batch.
 	Attempt int
 	// Contract is what the batch may use.
@@ -115,6 +117,25 @@ type Task struct {
 	// the queue already holds never restarts a task the queue has ended
 	// (only Paused is taken from it); a different generation does.
 	Generation int64
+	// CarryProgress asks Replace to continue from the committed progress of
+	// the generation it replaces (ItemsDone, BatchesDone above are then
+	// ignored), unless that generation ended Done: a finished generation's
+	// progress never carries, so an edited Done task runs again.
+	CarryProgress bool
+}
+
+// Replaced is what Replace found under the task's name and what the new
+// generation starts from: the queue's own account, which may be ahead of
+// the events the caller has applied so far.
+type Replaced struct {
+	// Existed is false when the name was new to the queue.
+	Existed bool
+	// Generation and Phase of the replaced entry (zero when none).
+	Generation int64
+	Phase      v1alpha1.Phase
+	// ItemsDone and BatchesDone are the committed progress the new
+	// generation starts from.
+	ItemsDone, BatchesDone int64
 }
 
 // EventType says what happened to a task.
@@ -140,6 +161,9 @@ type Event struct {
 	Type EventType
 	// Task name.
 	Task string
+	// Generation of the task the event belongs to: an event of another
+	// generation than the one the reader applied is stale.
+	Generation int64
 	// Phase of the task after the event.
 	Phase v1alpha1.Phase
 	// Reason and Message (machine-readable and human).

@@ -199,40 +199,54 @@ func less(a, b *entry) bool {
 	return a.task.Name < b.task.Name
 }
 
-// Upsert adds a task or replaces the one of the same name.
+// Upsert is Replace for callers that need only the error.
+func (q *Queue) Upsert(t Task) error {
+	_, err := q.Replace(t)
+	return err
+}
+
+// Replace adds a task or replaces the one of the same name, and reports
+// what it replaced. A generation is taken whole or not at all:
 //
 //   - A new name is added: Pending, or terminal when t.Terminal is set.
 //   - A pending task is replaced wholesale (its FIFO place follows t.Seq).
 //   - A task the queue ended (or was handed as terminal) with the same
 //     Generation only takes Paused; another Generation replaces it.
 //   - A task that holds a worker (Reserved, Running, Paused, or between two
-//     batches) only takes Paused; if t.Generation differs, ErrSpecPending.
+//     batches) only takes Paused; if t.Generation differs, ErrSpecPending
+//     and nothing else of t is applied.
 //
-// After Close it returns ErrClosed.
-func (q *Queue) Upsert(t Task) error {
+// With t.CarryProgress, the new generation continues from the committed
+// progress of the replaced one unless it ended Done. After Close it
+// returns ErrClosed.
+func (q *Queue) Replace(t Task) (Replaced, error) {
 	if t.Name == "" {
-		return errors.New("queue: upsert: empty task name")
+		return Replaced{}, errors.New("queue: upsert: empty task name")
 	}
 	t.DependsOn = slices.Clone(t.DependsOn)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mu.closed {
-		return ErrClosed
+		return Replaced{}, ErrClosed
 	}
 	defer q.signal()
+	var rep Replaced
 	e, ok := q.mu.tasks[t.Name]
 	if ok {
+		rep = Replaced{Existed: true, Generation: e.task.Generation, Phase: e.phase}
 		switch e.state {
 		case stateActive:
 			q.lockedSetPaused(e, t.Paused)
 			if t.Generation != e.task.Generation {
-				return fmt.Errorf("upsert %s generation %d: %w", t.Name, t.Generation, ErrSpecPending)
+				return rep, fmt.Errorf("upsert %s generation %d: %w", t.Name, t.Generation, ErrSpecPending)
 			}
-			return nil
+			rep.ItemsDone, rep.BatchesDone = e.task.ItemsDone, e.task.BatchesDone
+			return rep, nil
 		case stateTerminal:
 			if t.Generation == e.task.Generation {
 				e.task.Paused = t.Paused
-				return nil
+				rep.ItemsDone, rep.BatchesDone = e.task.ItemsDone, e.task.BatchesDone
+				return rep, nil
 			}
 			// A new generation gets a new entry: the worker that ended the
 			// old one may still be exiting and must never touch it.
@@ -242,10 +256,19 @@ func (q *Queue) Upsert(t Task) error {
 			q.mu.tasks[t.Name] = e
 			ok = false
 		}
+		if t.CarryProgress {
+			if rep.Phase == v1alpha1.PhaseDone {
+				t.ItemsDone, t.BatchesDone = 0, 0
+			} else {
+				t.ItemsDone, t.BatchesDone = e.task.ItemsDone, e.task.BatchesDone
+			}
+		}
 	} else {
 		e = &entry{}
 		q.mu.tasks[t.Name] = e
 	}
+	t.CarryProgress = false
+	rep.ItemsDone, rep.BatchesDone = t.ItemsDone, t.BatchesDone
 	// A pending task upserted again with its generation keeps its waiting
 	// state, so a relist does not re-emit every EventWaiting.
 	same := ok && e.state == statePending && t.Generation == e.task.Generation && t.Terminal == ""
@@ -260,12 +283,22 @@ func (q *Queue) Upsert(t Task) error {
 	if t.Terminal != "" {
 		e.state = stateTerminal
 		e.phase = t.Terminal
-		return nil
+		return rep, nil
 	}
 	e.state = statePending
 	e.phase = v1alpha1.PhasePending
 	q.lockedEnqueue(e, oldSeq)
-	return nil
+	return rep, nil
+}
+
+// Holds reports whether a worker owns the task (Reserved, Running, Paused,
+// or between two batches): a new generation would be refused with
+// ErrSpecPending.
+func (q *Queue) Holds(name string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, ok := q.mu.tasks[name]
+	return ok && e.state == stateActive
 }
 
 // lockedEnqueue puts a pending entry in the dispatch list.
@@ -488,6 +521,7 @@ func (q *Queue) lockedEmit(e *entry, ev Event) {
 		return
 	}
 	ev.Task = e.task.Name
+	ev.Generation = e.task.Generation
 	if ev.Phase == "" {
 		ev.Phase = e.phase
 	}
@@ -497,7 +531,7 @@ func (q *Queue) lockedEmit(e *entry, ev Event) {
 	}
 	ev.ItemsDone, ev.BatchesDone = e.task.ItemsDone, e.task.BatchesDone
 	ev.Time = q.clock.Now()
-	if ev.Type == EventPhase && isTerminal(ev.Phase) {
+	if ev.Type == EventPhase && v1alpha1.IsTerminal(ev.Phase) {
 		if len(q.mu.history) < q.cfg.HistorySize {
 			q.mu.history = append(q.mu.history, ev)
 		} else {
@@ -508,10 +542,6 @@ func (q *Queue) lockedEmit(e *entry, ev Event) {
 	if q.obs != nil {
 		q.obs.Observe(ev)
 	}
-}
-
-func isTerminal(p v1alpha1.Phase) bool {
-	return p == v1alpha1.PhaseDone || p == v1alpha1.PhaseFailed || p == v1alpha1.PhaseRejected
 }
 
 // lockedSetPhase moves the entry to a phase and emits EventPhase.

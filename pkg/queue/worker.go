@@ -175,14 +175,15 @@ func (q *Queue) beginBatch(e *entry, attempt int) (Batch, bool) {
 	}
 	c := *e.contract
 	b := Batch{
-		Task:     e.task.Name,
-		Index:    e.task.BatchesDone,
-		Start:    e.task.ItemsDone,
-		Size:     min(c.Batch, e.task.ItemsTotal-e.task.ItemsDone),
-		Total:    e.task.ItemsTotal,
-		Attempt:  attempt,
-		Contract: c,
-		Timeout:  e.task.BatchTimeout,
+		Task:       e.task.Name,
+		Index:      e.task.BatchesDone,
+		Start:      e.task.ItemsDone,
+		Size:       min(c.Batch, e.task.ItemsTotal-e.task.ItemsDone),
+		Total:      e.task.ItemsTotal,
+		Generation: e.task.Generation,
+		Attempt:    attempt,
+		Contract:   c,
+		Timeout:    e.task.BatchTimeout,
 	}
 	if b.Size < 1 {
 		return b, true // the caller fails the task; nothing started
@@ -369,7 +370,14 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 		case ok:
 			t.Stop()
 			q.lockedHold(e, r)
-			if e.phase != v1alpha1.PhaseRunning {
+			switch e.phase {
+			case v1alpha1.PhaseRunning:
+				// Stays Running; EventBatchStarted reports the new contract.
+			case v1alpha1.PhasePaused:
+				// Resumed after a pause between batches: back to Running
+				// with the new contract (Paused never goes to Reserved).
+				q.lockedSetPhase(e, v1alpha1.PhaseRunning, v1alpha1.ReasonAdmitted, admitMessage(d, *e.contract))
+			default:
 				q.lockedSetPhase(e, v1alpha1.PhaseReserved, v1alpha1.ReasonAdmitted, admitMessage(d, *e.contract))
 			}
 			return outNext

@@ -42,7 +42,10 @@ type batchRunner struct {
 
 	mu struct {
 		sync.Mutex
-		tasks   map[string]*runInfo
+		// tasks holds, per task name, what each generation's batches need:
+		// a new generation is recorded before the queue may start it, and
+		// the generation still running keeps its own until it ends.
+		tasks   map[string]map[int64]*runInfo
 		running map[*runner.Batch]struct{}
 	}
 }
@@ -51,16 +54,43 @@ var _ queue.BatchRunner = (*batchRunner)(nil)
 
 func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(groupNote)) *batchRunner {
 	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup}
-	b.mu.tasks = make(map[string]*runInfo)
+	b.mu.tasks = make(map[string]map[int64]*runInfo)
 	b.mu.running = make(map[*runner.Batch]struct{})
 	return b
 }
 
-// set records (or replaces) what the batches of a task need.
-func (b *batchRunner) set(name string, ri *runInfo) {
+// set records what the batches of generation gen of a task need.
+func (b *batchRunner) set(name string, gen int64, ri *runInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.mu.tasks[name] = ri
+	gens := b.mu.tasks[name]
+	if gens == nil {
+		gens = make(map[int64]*runInfo, 1)
+		b.mu.tasks[name] = gens
+	}
+	gens[gen] = ri
+}
+
+// drop forgets one generation of a task (the queue did not take it).
+func (b *batchRunner) drop(name string, gen int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.mu.tasks[name], gen)
+	if len(b.mu.tasks[name]) == 0 {
+		delete(b.mu.tasks, name)
+	}
+}
+
+// keepOnly forgets every generation of a task but gen (the queue took it,
+// so no other generation starts a batch again).
+func (b *batchRunner) keepOnly(name string, gen int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for g := range b.mu.tasks[name] {
+		if g != gen {
+			delete(b.mu.tasks[name], g)
+		}
+	}
 }
 
 // forget drops a task.
@@ -70,17 +100,17 @@ func (b *batchRunner) forget(name string) {
 	delete(b.mu.tasks, name)
 }
 
-func (b *batchRunner) lookup(name string) *runInfo {
+func (b *batchRunner) lookup(name string, gen int64) *runInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.mu.tasks[name]
+	return b.mu.tasks[name][gen]
 }
 
 // Start launches one batch of a task under its contract.
 func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningBatch, error) {
-	ri := b.lookup(qb.Task)
+	ri := b.lookup(qb.Task, qb.Generation)
 	if ri == nil {
-		return nil, fmt.Errorf("task %q: unknown to the batch runner", qb.Task)
+		return nil, fmt.Errorf("task %q generation %d: unknown to the batch runner", qb.Task, qb.Generation)
 	}
 	end := qb.Start + qb.Size
 	if qb.Start < 0 || end > int64(len(ri.items)) {

@@ -49,3 +49,58 @@ func ReadBudgets(stateDir string) (governor.BudgetsView, time.Time, error) {
 	}
 	return pb.Budgets, pb.WrittenAt, nil
 }
+
+// writeErrorsFile is where a running controller lists the tasks whose
+// status it cannot write (the file cannot show it), for describe.
+const writeErrorsFile = "status-write-errors.json"
+
+// WriteError is a task whose status writes fail: the controller retries
+// with backoff until one lands.
+type WriteError struct {
+	// File is the manifest.
+	File string `json:"file"`
+	// Error is the last attempt's error.
+	Error string `json:"error"`
+	// Attempts failed in a row.
+	Attempts int `json:"attempts"`
+	// Since is the first failure of the run.
+	Since time.Time `json:"since"`
+}
+
+// publishWriteErrors replaces the list of failing status writes in
+// stateDir; an empty list removes the file.
+func publishWriteErrors(stateDir string, errs map[string]WriteError) error {
+	path := filepath.Join(stateDir, writeErrorsFile)
+	if len(errs) == 0 {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	data, err := json.Marshal(errs)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(stateDir, "."+writeErrorsFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadWriteErrors returns the failing status writes a running controller
+// published in stateDir, by task name (none when the file is absent).
+func ReadWriteErrors(stateDir string) (map[string]WriteError, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, writeErrorsFile))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var errs map[string]WriteError
+	if err := json.Unmarshal(data, &errs); err != nil {
+		return nil, fmt.Errorf("%s: %w", writeErrorsFile, err)
+	}
+	return errs, nil
+}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
+	"slices"
 	"sort"
 	"time"
 
@@ -52,16 +52,29 @@ type Metrics interface {
 	ObserveBatch(class string, d time.Duration, peakBytes int64)
 	// ObserveStatusWrite records the latency of one status write.
 	ObserveStatusWrite(d time.Duration, err error)
+	// ObservePhaseRefused counts a phase transition the table forbids.
+	ObservePhaseRefused(from, to v1alpha1.Phase)
 	// SetPhases replaces the count of tasks per phase.
 	SetPhases(counts map[v1alpha1.Phase]int)
 	// SetReady reports that the spool was listed once.
 	SetReady(ready bool)
 }
 
+// Spool is what the controller needs of the spool directory; *spool.Spool
+// is one.
+type Spool interface {
+	// Run watches the directory until ctx ends; Events carries what it sees.
+	Run(ctx context.Context) error
+	// Events is closed when Run returns.
+	Events() <-chan spool.Event
+	// WriteStatus writes a task's status into its manifest.
+	WriteStatus(path string, status *v1alpha1.TaskStatus) error
+}
+
 // Deps are the parts the controller joins.
 type Deps struct {
 	// Spool owns the directory.
-	Spool *spool.Spool
+	Spool Spool
 	// Governor owns the budgets.
 	Governor *governor.Governor
 	// Snapshot probes the machine.
@@ -76,7 +89,7 @@ type Deps struct {
 type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
-	spool   *spool.Spool
+	spool   Spool
 	gov     *governor.Governor
 	queue   *queue.Queue
 	batches *batchRunner
@@ -90,6 +103,11 @@ type Controller struct {
 	dirty   map[string]struct{}
 	nextSeq int64
 	synced  bool
+	// refused counts the phase transitions setPhase refused (bugs).
+	refused int
+	// writeErrorsChanged: the set of failing status writes changed since
+	// it was last published for describe.
+	writeErrorsChanged bool
 }
 
 // entry is one manifest the controller knows.
@@ -110,6 +128,21 @@ type entry struct {
 	lastWrite time.Time
 	// commit is set when committed progress awaits its write: no grace.
 	commit bool
+	// parseErr is the validation error of the file's last version (nil
+	// when valid).
+	parseErr error
+	// writeErr is the last status write's error; writeFailures counts the
+	// failures in a row, retryAt is when the next attempt is due.
+	writeErr      error
+	writeFailures int
+	retryAt       time.Time
+	failingSince  time.Time
+}
+
+// editPending reports whether the file holds a spec the task has not
+// taken: a changed spec, or an invalid one not yet rejected.
+func (e *entry) editPending() bool {
+	return e.fileHash != e.appliedHash || (e.parseErr != nil && e.status.Phase != v1alpha1.PhaseRejected)
 }
 
 // New builds a controller; Run starts it.
@@ -197,7 +230,13 @@ loop:
 		select {
 		case ev, ok := <-c.spool.Events():
 			if !ok {
-				runErr = errors.New("spool stopped")
+				// The spool closes its events as Run returns: its error,
+				// not the closed channel, is the cause.
+				if err := <-spoolErr; err != nil {
+					runErr = fmt.Errorf("spool: %w", err)
+				} else {
+					runErr = errors.New("spool stopped")
+				}
 				break loop
 			}
 			if ev.Type == spool.Synced {
@@ -208,9 +247,7 @@ loop:
 			}
 			c.handleFile(ev)
 		case <-c.inbox.wake:
-			for _, x := range c.inbox.drain() {
-				c.handleNote(x)
-			}
+			c.applyInbox()
 		case <-flush.C:
 		case <-publish.C:
 			c.publishBudgets()
@@ -223,6 +260,9 @@ loop:
 		next := c.flush(time.Now(), false)
 		if next > 0 {
 			flush.Reset(next)
+		}
+		if c.writeErrorsChanged {
+			c.publishWriteErrors()
 		}
 		if c.cfg.ExitWhenDone && c.synced && c.settled() {
 			break loop
@@ -237,13 +277,33 @@ loop:
 	}
 	stopQueue()
 	<-queueDone
-	for _, x := range c.inbox.drain() {
-		c.handleNote(x)
-	}
+	c.applyInbox()
 	c.flush(time.Now(), true)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
+	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))
+	for _, e := range c.entries {
+		if e.writeErr != nil {
+			c.log.Error().Str("task", e.name).Str("file", e.path).Int("attempts", e.writeFailures).Err(e.writeErr).Msg("status still not written at shutdown; the next run resumes from the file's older status")
+		}
+	}
 	stopSpool()
 	return c.outcome(), runErr
+}
+
+// publishWriteErrors publishes the failing status writes for describe.
+// REQUIRES: owner goroutine.
+func (c *Controller) publishWriteErrors() {
+	errs := make(map[string]WriteError)
+	for _, e := range c.entries {
+		if e.writeErr != nil {
+			errs[e.name] = WriteError{File: e.path, Error: e.writeErr.Error(), Attempts: e.writeFailures, Since: e.failingSince}
+		}
+	}
+	if err := publishWriteErrors(c.cfg.StateDir, errs); err != nil {
+		c.log.Debug().Err(err).Msg("failing status writes not published")
+		return
+	}
+	c.writeErrorsChanged = false
 }
 
 // publishBudgets publishes the governor's live view for the budgets verb.
@@ -340,7 +400,7 @@ func (c *Controller) handleFile(ev spool.Event) {
 // task, or one a previous controller left (resume from committed progress).
 func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 	hash := v1alpha1.SpecHash(t.Spec)
-	e.task, e.fileHash = t, hash
+	e.task, e.fileHash, e.parseErr = t, hash, parseErr
 	st := &e.status
 	if st.ProcessGroup != nil {
 		// The group was killed at start (killLeftovers) from the state file.
@@ -361,10 +421,21 @@ func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 			st.Reservation = nil // reservations die with the controller
 			c.markDirty(e, true)
 		}
-		c.enqueue(e, st.ObservedGeneration, true)
+		if v1alpha1.IsTerminal(st.Phase) {
+			c.enqueueFinished(e)
+			return
+		}
+		c.resume(e)
 		return
 	}
-	c.newGeneration(e, hash, false)
+	// The spec changed while no controller ran. Had one run, an edit of a
+	// task in flight would have waited for its generation to end Done and
+	// started over; so only a generation that ended Failed or Rejected
+	// hands its committed progress on, as an edit would have.
+	if st.Phase != v1alpha1.PhaseFailed && st.Phase != v1alpha1.PhaseRejected {
+		st.Progress.InputsHash = ""
+	}
+	c.nextGeneration(e, "")
 }
 
 // edit handles a change of a known manifest. spec.paused is not part of
@@ -372,93 +443,160 @@ func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 func (c *Controller) edit(e *entry, t *v1alpha1.Task, parseErr error) {
 	hash := v1alpha1.SpecHash(t.Spec)
 	old := e.task
-	e.task, e.fileHash = t, hash
+	e.task, e.fileHash, e.parseErr = t, hash, parseErr
 	if e.inQueue && parseErr == nil && old.Spec.Paused != t.Spec.Paused {
-		c.queue.SetPaused(e.name, t.Spec.Paused)
+		_ = c.queue.SetPaused(e.name, t.Spec.Paused)
 		c.log.Info().Str("task", e.name).Bool("paused", t.Spec.Paused).Msg("pause changed")
 	}
 	if hash == e.appliedHash && parseErr == nil {
 		c.clearSpecPending(e)
 		return
 	}
-	if isActive(e.status.Phase) {
-		msg := "the spec was edited while the task runs; only spec.paused applies now, the rest once the task is no longer running"
-		if parseErr != nil {
-			msg = "the edited spec is invalid and is not applied: " + parseErr.Error()
+	c.applyEdit(e)
+}
+
+// applyEdit makes the file's spec the next generation when the queue lets
+// it (the task holds no worker), else reports it pending under
+// SpecApplied=False; the end of the current generation calls it again.
+func (c *Controller) applyEdit(e *entry) {
+	if e.inQueue && c.queue.Holds(e.name) {
+		msg := "the spec was edited while the task runs; only spec.paused applies now, the rest becomes the next generation once this one ends"
+		if e.parseErr != nil {
+			msg = "the edited spec is invalid and is not applied: " + e.parseErr.Error()
 		}
-		c.setCondition(e, v1alpha1.ConditionSpecApplied, metav1.ConditionFalse, v1alpha1.ReasonSpecChangePending, msg)
-		c.markDirty(e, true)
+		c.specPending(e, msg)
 		return
 	}
-	if parseErr != nil {
-		c.reject(e, hash, e.status.ObservedGeneration+1, parseErr)
+	// No worker holds the task: the last events of its generation were
+	// pushed before Holds answered. Apply them first (which may apply this
+	// very edit), so the generation's end is recorded before the next one.
+	c.applyInbox()
+	if !e.editPending() || c.entries[e.path] != e {
 		return
 	}
-	keep := old != nil && e.status.Phase != v1alpha1.PhaseDone &&
-		reflect.DeepEqual(old.Spec.Items, t.Spec.Items) && old.Spec.WorkingDir == t.Spec.WorkingDir
-	c.newGeneration(e, hash, keep)
-}
-
-// newGeneration starts the spec in e.task as a new generation.
-func (c *Controller) newGeneration(e *entry, hash string, keepProgress bool) {
-	st := &e.status
-	gen := st.ObservedGeneration + 1
-	if !keepProgress {
-		st.Progress = v1alpha1.Progress{}
-		st.LastBatch = nil
-		st.StartTime = nil
+	if e.parseErr != nil {
+		c.reject(e, e.fileHash, e.status.ObservedGeneration+1, e.parseErr)
+		return
 	}
-	st.CompletionTime = nil
-	st.Reservation = nil
-	st.Conditions = nil
-	st.Phase = ""
-	e.appliedHash = hash
-	c.enqueue(e, gen, false)
+	if !c.nextGeneration(e, "") {
+		c.specPending(e, "the spec was edited while the task runs; only spec.paused applies now, the rest becomes the next generation once this one ends")
+	}
 }
 
-// enqueue resolves the items of e.task and hands it to the queue.
-func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
+// specPending records that the file holds a spec the task cannot take yet.
+func (c *Controller) specPending(e *entry, msg string) {
+	c.setCondition(e, v1alpha1.ConditionSpecApplied, metav1.ConditionFalse, v1alpha1.ReasonSpecChangePending, msg)
+	c.markDirty(e, true)
+}
+
+// nextGeneration starts the spec in e.task as generation
+// observedGeneration+1, whole or not at all: the batch adapter learns the
+// new command and items under the new generation only, the queue takes the
+// task in one Replace, and only then does the status change. It returns
+// false, changing nothing, when the queue still runs the current
+// generation. cause, when set, says why a task whose spec did not change
+// runs again (a dependency ran again).
+//
+// Committed progress carries over only when the previous generation did
+// not end Done and its items and working directory are unchanged
+// (Progress.InputsHash); the queue applies that rule to its own account,
+// which may be ahead of the events applied here.
+func (c *Controller) nextGeneration(e *entry, cause string) bool {
 	t, st := e.task, &e.status
-	if resume && v1alpha1.IsTerminal(st.Phase) {
-		c.enqueueFinished(e)
-		return
-	}
-	// What enqueue itself may change; a task resumed unchanged is not
-	// rewritten.
-	type bookkeeping struct {
-		hash     string
-		gen, seq int64
-		progress v1alpha1.Progress
-		log      string
-	}
-	before := bookkeeping{st.SpecHash, st.ObservedGeneration, st.QueueSeq, st.Progress, st.LogFile}
-	st.SpecHash = e.appliedHash
-	st.ObservedGeneration = gen
+	gen := st.ObservedGeneration + 1
 	items, err := v1alpha1.ResolveItems(t.Spec, c.cfg.SpoolDir)
 	if err != nil {
-		c.reject(e, e.appliedHash, gen, fmt.Errorf("spec.items: %w", err))
-		return
+		if e.inQueue && c.queue.Holds(e.name) {
+			return false
+		}
+		c.reject(e, e.fileHash, gen, fmt.Errorf("spec.items: %w", err))
+		return true
 	}
 	total := int64(len(items))
-	if st.Progress.ItemsTotal != total || st.Progress.ItemsDone > total {
-		if resume && st.Progress.ItemsTotal != 0 && st.Progress.ItemsTotal != total {
-			c.log.Warn().Str("task", e.name).Int64("was", st.Progress.ItemsTotal).Int64("now", total).Msg("item count changed since the last run; starting over")
-		}
-		st.Progress = v1alpha1.Progress{ItemsTotal: total}
-	}
-	if st.QueueSeq == 0 {
+	inputs := v1alpha1.InputsHash(t.Spec)
+	carry := st.Progress.InputsHash == inputs && st.Progress.ItemsTotal == total
+	seq := st.QueueSeq
+	if seq == 0 {
 		c.nextSeq++
-		st.QueueSeq = c.nextSeq
+		seq = c.nextSeq
 	}
 	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
-	st.LogFile = ri.logPath
-	c.batches.set(e.name, ri)
+	qt := c.queueTask(e, seq, gen, total)
+	qt.ItemsDone, qt.BatchesDone = 0, 0
+	if carry && st.Phase != v1alpha1.PhaseDone {
+		qt.ItemsDone, qt.BatchesDone = st.Progress.ItemsDone, st.Progress.BatchesDone
+	}
+	// The queue's account, when it has one, wins over this status.
+	qt.CarryProgress = carry && e.inQueue
+	c.batches.set(e.name, gen, ri)
+	rep, err := c.queue.Replace(qt)
+	if err != nil {
+		c.batches.drop(e.name, gen)
+		if errors.Is(err, queue.ErrSpecPending) {
+			return false
+		}
+		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
+		return true
+	}
+	c.batches.keepOnly(e.name, gen)
+	prevPhase := st.Phase
+	if rep.Existed {
+		prevPhase = rep.Phase
+	}
+	kept := rep.ItemsDone > 0
+	st.ObservedGeneration, st.SpecHash, st.QueueSeq, st.LogFile = gen, e.fileHash, seq, ri.logPath
+	st.Progress = v1alpha1.Progress{ItemsTotal: total, ItemsDone: rep.ItemsDone, BatchesDone: rep.BatchesDone, InputsHash: inputs}
+	if !kept {
+		st.LastBatch, st.StartTime = nil, nil
+	}
+	st.CompletionTime, st.Reservation, st.ProcessGroup = nil, nil, nil
+	st.Conditions = nil
+	e.appliedHash, e.inQueue = e.fileHash, true
+	if cause != "" {
+		c.setCondition(e, v1alpha1.ConditionRerun, metav1.ConditionTrue, v1alpha1.ReasonDependencyRerun, cause)
+	}
+	c.setPhase(e, v1alpha1.PhasePending, "Queued", fmt.Sprintf("queued as generation %d", gen))
+	c.markDirty(e, true)
+	if prevPhase == v1alpha1.PhaseDone {
+		c.rerunDependents(e)
+	}
+	return true
+}
 
+// rerunDependents starts a new generation of every Done task that depends
+// on e, which runs again: a pipeline never mixes the outputs of two
+// generations (as make would rebuild what depends on a changed rule). The
+// dependents wait for e as any dependent does.
+func (c *Controller) rerunDependents(e *entry) {
+	cause := fmt.Sprintf("dependency %s runs again as generation %d; re-running on its new outputs", e.name, e.status.ObservedGeneration)
+	for _, d := range c.dependentsOf(e.name) {
+		if d.status.Phase == v1alpha1.PhaseDone && d.parseErr == nil && d.duplicateOf == "" {
+			c.log.Info().Str("task", d.name).Str("dependency", e.name).Msg("re-running after its dependency")
+			c.nextGeneration(d, cause)
+		}
+	}
+}
+
+// dependentsOf lists the tasks naming name in dependsOn, in name order.
+func (c *Controller) dependentsOf(name string) []*entry {
+	var out []*entry
+	for _, d := range c.entries {
+		if d.task != nil && slices.Contains(d.task.Spec.DependsOn, name) {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// queueTask is what the queue holds of e's spec at generation gen.
+func (c *Controller) queueTask(e *entry, seq, gen, total int64) queue.Task {
+	t, st := e.task, &e.status
 	qt := queue.Task{
 		Name:        e.name,
-		Seq:         st.QueueSeq,
+		Seq:         seq,
 		Generation:  gen,
-		Estimate:    EstimateFor(&t.Spec, total),
+		Estimate:    EstimateFor(&t.Spec, max(total, 1)),
 		ItemsTotal:  total,
 		ItemsDone:   st.Progress.ItemsDone,
 		BatchesDone: st.Progress.BatchesDone,
@@ -469,57 +607,104 @@ func (c *Controller) enqueue(e *entry, gen int64, resume bool) {
 	if t.Spec.BatchTimeout != nil {
 		qt.BatchTimeout = t.Spec.BatchTimeout.Duration
 	}
-	if st.Phase != v1alpha1.PhasePending {
-		c.setPhase(e, v1alpha1.PhasePending, "Queued", fmt.Sprintf("queued as generation %d", gen))
+	return qt
+}
+
+// resume hands the queue an unfinished task a previous controller left, at
+// the generation its status describes, from its committed progress. A task
+// resumed unchanged is not rewritten.
+func (c *Controller) resume(e *entry) {
+	t, st := e.task, &e.status
+	items, err := v1alpha1.ResolveItems(t.Spec, c.cfg.SpoolDir)
+	if err != nil {
+		c.reject(e, e.appliedHash, st.ObservedGeneration, fmt.Errorf("spec.items: %w", err))
+		return
 	}
-	if err := c.queue.Upsert(qt); err != nil {
+	total := int64(len(items))
+	before := st.Progress
+	inputs := v1alpha1.InputsHash(t.Spec)
+	if st.Progress.ItemsTotal != total || st.Progress.ItemsDone > total || (st.Progress.InputsHash != "" && st.Progress.InputsHash != inputs) {
+		if st.Progress.ItemsTotal != 0 {
+			c.log.Warn().Str("task", e.name).Int64("was", st.Progress.ItemsTotal).Int64("now", total).Msg("the items changed since the last run; starting over")
+		}
+		st.Progress = v1alpha1.Progress{ItemsTotal: total}
+	}
+	st.Progress.InputsHash = inputs
+	if st.QueueSeq == 0 {
+		c.nextSeq++
+		st.QueueSeq = c.nextSeq
+	}
+	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	c.batches.set(e.name, st.ObservedGeneration, ri)
+	if _, err := c.queue.Replace(c.queueTask(e, st.QueueSeq, st.ObservedGeneration, total)); err != nil {
+		c.batches.drop(e.name, st.ObservedGeneration)
 		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
 		return
 	}
 	e.inQueue = true
-	c.clearSpecPending(e)
-	if before != (bookkeeping{st.SpecHash, st.ObservedGeneration, st.QueueSeq, st.Progress, st.LogFile}) {
+	if st.LogFile != ri.logPath || st.Progress != before {
+		st.LogFile = ri.logPath
 		c.markDirty(e, true)
+	}
+	if st.Phase != v1alpha1.PhasePending {
+		c.setPhase(e, v1alpha1.PhasePending, "Resumed", fmt.Sprintf("resumed at generation %d from %d committed items", st.ObservedGeneration, st.Progress.ItemsDone))
 	}
 }
 
 // enqueueFinished hands the queue a task a previous controller finished, so
 // that its dependents can be resolved. Nothing of its status changes and its
 // items are not resolved again: its inputs may be gone, and a restart on a
-// spool of finished manifests must not rewrite them.
+// spool of finished manifests must not rewrite them. A Done task one of
+// whose dependencies is known and not Done (it was re-run, and the re-run
+// of this one was not written before a crash) runs again.
 func (c *Controller) enqueueFinished(e *entry) {
-	t, st := e.task, &e.status
-	qt := queue.Task{
-		Name:        e.name,
-		Seq:         st.QueueSeq,
-		Generation:  st.ObservedGeneration,
-		Estimate:    EstimateFor(&t.Spec, max(st.Progress.ItemsTotal, 1)),
-		ItemsTotal:  st.Progress.ItemsTotal,
-		ItemsDone:   st.Progress.ItemsDone,
-		BatchesDone: st.Progress.BatchesDone,
-		DependsOn:   t.Spec.DependsOn,
-		Terminal:    st.Phase,
-	}
-	if err := c.queue.Upsert(qt); err != nil {
+	st := &e.status
+	qt := c.queueTask(e, st.QueueSeq, st.ObservedGeneration, st.Progress.ItemsTotal)
+	qt.Terminal = st.Phase
+	if _, err := c.queue.Replace(qt); err != nil {
 		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
 		return
 	}
 	e.inQueue = true
+	if st.Phase == v1alpha1.PhaseDone {
+		for _, dep := range e.task.Spec.DependsOn {
+			if d := c.entryByName(dep); d != nil && d.duplicateOf == "" && d.status.Phase != v1alpha1.PhaseDone {
+				c.nextGeneration(e, fmt.Sprintf("dependency %s is %s at generation %d; re-running after it", dep, d.status.Phase, d.status.ObservedGeneration))
+				return
+			}
+		}
+	}
+	// Dependents seen before this task and left Done on an older
+	// generation of it are handled by their own enqueueFinished, or here
+	// when this task is not Done.
+	if st.Phase != v1alpha1.PhaseDone {
+		for _, d := range c.dependentsOf(e.name) {
+			if d.status.Phase == v1alpha1.PhaseDone && d.parseErr == nil && d.duplicateOf == "" {
+				c.nextGeneration(d, fmt.Sprintf("dependency %s is %s at generation %d; re-running after it", e.name, st.Phase, st.ObservedGeneration))
+			}
+		}
+	}
 }
 
 // reject marks e Rejected for an invalid spec and takes it out of the queue.
+// A Done task rejected by an edit no longer stands for its outputs: its
+// Done dependents run again (and wait on it).
 func (c *Controller) reject(e *entry, hash string, gen int64, err error) {
 	if e.inQueue {
-		c.queue.Remove(e.name)
+		_ = c.queue.Remove(e.name)
 		e.inQueue = false
 	}
 	c.batches.forget(e.name)
+	wasDone := e.status.Phase == v1alpha1.PhaseDone
 	e.appliedHash = hash
 	st := &e.status
 	st.SpecHash, st.ObservedGeneration = hash, gen
 	st.Reservation = nil
 	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
 	c.setPhase(e, v1alpha1.PhaseRejected, v1alpha1.ReasonInvalidSpec, err.Error())
+	if wasDone {
+		c.rerunDependents(e)
+	}
 }
 
 // rejectDuplicate rejects a second manifest that uses a name already taken.
@@ -563,6 +748,18 @@ func (c *Controller) deleteEntry(path, why string) {
 	}
 }
 
+// applyInbox applies every note pushed so far, oldest first.
+// REQUIRES: owner goroutine.
+func (c *Controller) applyInbox() {
+	for {
+		x, ok := c.inbox.pop()
+		if !ok {
+			return
+		}
+		c.handleNote(x)
+	}
+}
+
 // handleNote applies a note from the inbox. REQUIRES: owner goroutine.
 func (c *Controller) handleNote(x any) {
 	switch n := x.(type) {
@@ -587,8 +784,8 @@ func (c *Controller) entryByName(name string) *entry {
 // applyQueueEvent writes a queue event into the task's status.
 func (c *Controller) applyQueueEvent(ev queue.Event) {
 	e := c.entryByName(ev.Task)
-	if e == nil || !e.inQueue {
-		return
+	if e == nil || !e.inQueue || ev.Generation != e.status.ObservedGeneration {
+		return // a generation this controller no longer applies
 	}
 	st := &e.status
 	now := metav1.NewTime(ev.Time)
@@ -617,12 +814,10 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 		}
 		st.Progress.ItemsDone, st.Progress.BatchesDone = ev.ItemsDone, ev.BatchesDone
 		c.setPhase(e, ev.Phase, ev.Reason, ev.Message)
-		if v1alpha1.IsTerminal(ev.Phase) && e.fileHash != e.appliedHash {
-			// An edit waited for the task to stop. A failed task takes it now;
-			// a finished one keeps the condition saying it was not run.
-			if ev.Phase != v1alpha1.PhaseDone {
-				c.edit(e, e.task, nil)
-			}
+		if v1alpha1.IsTerminal(ev.Phase) && e.editPending() {
+			// An edit waited for this generation to end, Done included:
+			// it is the next generation now.
+			c.applyEdit(e)
 		}
 	case queue.EventWaiting:
 		typ := v1alpha1.ConditionAdmitted
@@ -681,12 +876,21 @@ func admittedMessage(ev queue.Event) string {
 }
 
 // setPhase moves e to phase, logging the transition and scheduling a write.
+// It is the only place a status phase changes, and it refuses what
+// v1alpha1.AllowedTransition forbids: that is a bug, logged as an error and
+// counted (lardon3d_phase_transitions_refused_total).
 func (c *Controller) setPhase(e *entry, phase v1alpha1.Phase, reason, message string) {
 	if e.status.Phase == phase {
 		c.markDirty(e, false)
 		return
 	}
 	from := e.status.Phase
+	if !v1alpha1.AllowedTransition(from, phase) {
+		c.refused++
+		c.metrics.ObservePhaseRefused(from, phase)
+		c.log.Error().Str("task", e.name).Str("from", string(from)).Str("phase", string(phase)).Str("reason", reason).Msg("BUG: forbidden phase transition refused: " + message)
+		return
+	}
 	e.status.Phase = phase
 	c.log.Info().Str("task", e.name).Str("from", string(from)).Str("phase", string(phase)).Str("reason", reason).Msg(message)
 	c.markDirty(e, true)
@@ -726,7 +930,8 @@ func (c *Controller) markDirty(e *entry, urgent bool) {
 }
 
 // flush writes the statuses that are due and returns when the next one is
-// (0 when none is waiting). With all set, it writes every dirty status.
+// (0 when none is waiting). With all set, it writes every dirty status
+// once, failed ones included.
 func (c *Controller) flush(now time.Time, all bool) time.Duration {
 	var next time.Duration
 	wrote := false
@@ -743,15 +948,21 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 		if e.commit {
 			due = now
 		}
+		if e.retryAt.After(due) {
+			due = e.retryAt
+		}
 		if !all && now.Before(due) {
 			if wait := due.Sub(now); next == 0 || wait < next {
 				next = wait
 			}
 			continue
 		}
-		c.write(e, now)
-		delete(c.dirty, path)
-		wrote = true
+		if c.write(e, now) {
+			delete(c.dirty, path)
+			wrote = true
+		} else if wait := e.retryAt.Sub(now); next == 0 || wait < next {
+			next = max(wait, time.Millisecond)
+		}
 	}
 	if wrote {
 		c.countPhases()
@@ -759,15 +970,44 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 	return next
 }
 
-func (c *Controller) write(e *entry, now time.Time) {
+// Status write retries back off from writeRetryMin, doubling up to
+// writeRetryMax, as controller-runtime requeues a failed reconcile.
+const (
+	writeRetryMin = 100 * time.Millisecond
+	writeRetryMax = 10 * time.Second
+)
+
+// write writes e's status; on failure e stays due (a commit point too)
+// and is retried with backoff. It reports whether the write landed.
+func (c *Controller) write(e *entry, now time.Time) bool {
 	start := time.Now()
 	err := c.spool.WriteStatus(e.path, &e.status)
 	c.metrics.ObserveStatusWrite(time.Since(start), err)
+	if err != nil {
+		e.writeFailures++
+		backoff := writeRetryMax
+		if e.writeFailures < 8 {
+			backoff = min(writeRetryMin<<(e.writeFailures-1), writeRetryMax)
+		}
+		e.retryAt = now.Add(backoff)
+		if e.writeErr == nil || e.writeErr.Error() != err.Error() || e.writeFailures&(e.writeFailures-1) == 0 {
+			c.log.Warn().Str("task", e.name).Str("file", e.path).Int("attempts", e.writeFailures).Dur("retryIn", backoff).Err(err).Msg("status not written; retrying")
+		}
+		if e.writeErr == nil {
+			e.failingSince = now
+		}
+		c.writeErrorsChanged = true
+		e.writeErr = err
+		return false
+	}
+	if e.writeErr != nil {
+		c.log.Info().Str("task", e.name).Str("file", e.path).Int("attempts", e.writeFailures+1).Msg("status written after failures")
+		c.writeErrorsChanged = true
+	}
 	e.urgentAt, e.commit = time.Time{}, false
 	e.lastWrite = now
-	if err != nil {
-		c.log.Warn().Str("task", e.name).Str("file", e.path).Err(err).Msg("status not written")
-	}
+	e.writeErr, e.writeFailures, e.retryAt = nil, 0, time.Time{}
+	return true
 }
 
 func (c *Controller) countPhases() {
@@ -778,14 +1018,11 @@ func (c *Controller) countPhases() {
 	c.metrics.SetPhases(counts)
 }
 
-func isActive(p v1alpha1.Phase) bool {
-	return p == v1alpha1.PhaseReserved || p == v1alpha1.PhaseRunning || p == v1alpha1.PhasePaused
-}
-
 type noMetrics struct{}
 
 func (noMetrics) ObserveDecision(governor.Decision)         {}
 func (noMetrics) ObserveBatch(string, time.Duration, int64) {}
 func (noMetrics) ObserveStatusWrite(time.Duration, error)   {}
+func (noMetrics) ObservePhaseRefused(_, _ v1alpha1.Phase)   {}
 func (noMetrics) SetPhases(map[v1alpha1.Phase]int)          {}
 func (noMetrics) SetReady(bool)                             {}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,11 @@ type harness struct {
 	done  chan Outcome
 	errc  chan error
 	extra Config
+	// wrap, when set, wraps the real spool (to record or fail writes);
+	// logs, when set, also receives the controller's JSON log.
+	wrap func(Spool) Spool
+	logs io.Writer
+	stop context.CancelFunc
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -68,23 +74,48 @@ func (h *harness) start() {
 	cfg := h.extra
 	cfg.SpoolDir = h.dir
 	cfg.KillGrace = time.Second
-	h.ctrl = New(cfg, Deps{Spool: sp, Governor: h.gov, Snapshot: func() (governor.Snapshot, error) { return fixedMachine(), nil },
-		Logger: zerolog.New(zerolog.NewTestWriter(h.t))})
+	var s Spool = sp
+	if h.wrap != nil {
+		s = h.wrap(sp)
+	}
+	var logw io.Writer = zerolog.NewTestWriter(h.t)
+	if h.logs != nil {
+		logw = io.MultiWriter(logw, h.logs)
+	}
+	h.ctrl = New(cfg, Deps{Spool: s, Governor: h.gov, Snapshot: func() (governor.Snapshot, error) { return fixedMachine(), nil },
+		Logger: zerolog.New(logw)})
 	ctx, cancel := context.WithCancel(context.Background())
+	h.stop = cancel
 	h.done, h.errc = make(chan Outcome, 1), make(chan error, 1)
 	go func() {
 		out, err := h.ctrl.Run(ctx)
 		h.done <- out
 		h.errc <- err
 	}()
+	done := h.done
 	h.t.Cleanup(func() {
 		cancel()
 		select {
-		case <-h.done:
+		case out := <-done:
+			done <- out // for a restart that already took it
 		case <-time.After(30 * time.Second):
 			h.t.Error("the controller did not stop")
 		}
 	})
+}
+
+// restart stops the controller gracefully and starts a new one on the
+// same spool.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.stop()
+	select {
+	case out := <-h.done:
+		h.done <- out
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("the controller did not stop")
+	}
+	h.start()
 }
 
 // wait returns the outcome of a run started with ExitWhenDone.

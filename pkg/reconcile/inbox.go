@@ -26,11 +26,19 @@ func (b *inbox) push(x any) {
 	}
 }
 
-// drain takes everything pushed so far, in order.
-func (b *inbox) drain() []any {
+// pop takes the oldest item; false when there is none. Popping one at a
+// time keeps the order even when handling an item pops the next ones.
+func (b *inbox) pop() (any, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	items := b.mu.items
-	b.mu.items = nil
-	return items
+	if len(b.mu.items) == 0 {
+		return nil, false
+	}
+	x := b.mu.items[0]
+	b.mu.items[0] = nil
+	b.mu.items = b.mu.items[1:]
+	if len(b.mu.items) == 0 {
+		b.mu.items = nil // let the backing array go
+	}
+	return x, true
 }

@@ -7,10 +7,10 @@ var Phases = []Phase{PhasePending, PhaseReserved, PhaseRunning, PhasePaused, Pha
 // phase is a task the controller has not written yet.
 var transitions = map[Phase][]Phase{
 	"":            {PhasePending, PhaseRejected},
-	PhasePending:  {PhaseReserved, PhaseRejected, PhaseFailed},
+	PhasePending:  {PhaseReserved, PhaseRejected, PhaseFailed, PhaseDone},
 	PhaseReserved: {PhaseRunning, PhasePaused, PhasePending, PhaseFailed},
 	PhaseRunning:  {PhasePaused, PhaseDone, PhaseFailed, PhasePending},
-	PhasePaused:   {PhaseRunning, PhasePending, PhaseFailed},
+	PhasePaused:   {PhaseRunning, PhasePending, PhaseFailed, PhaseDone},
 	PhaseDone:     {PhasePending, PhaseRejected},
 	PhaseFailed:   {PhasePending, PhaseRejected},
 	PhaseRejected: {PhasePending},

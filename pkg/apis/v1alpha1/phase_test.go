@@ -10,10 +10,10 @@ func TestAllowedTransition(t *testing.T) {
 	)
 	allowed := map[[2]Phase]bool{
 		{"", P}: true, {"", Rj}: true,
-		{P, Rs}: true, {P, Rj}: true, {P, F}: true,
+		{P, Rs}: true, {P, Rj}: true, {P, F}: true, {P, D}: true,
 		{Rs, R}: true, {Rs, Pa}: true, {Rs, P}: true, {Rs, F}: true,
 		{R, Pa}: true, {R, D}: true, {R, F}: true, {R, P}: true,
-		{Pa, R}: true, {Pa, P}: true, {Pa, F}: true,
+		{Pa, R}: true, {Pa, P}: true, {Pa, F}: true, {Pa, D}: true,
 		{D, P}: true, {D, Rj}: true,
 		{F, P}: true, {F, Rj}: true,
 		{Rj, P}: true,

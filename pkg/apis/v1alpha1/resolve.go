@@ -31,6 +31,21 @@ func SpecHash(spec TaskSpec) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// InputsHash identifies what a task's committed progress is progress over:
+// its items and its working directory. A new generation with the same
+// InputsHash may continue from the previous one's progress.
+func InputsHash(spec TaskSpec) string {
+	b, err := json.Marshal(struct {
+		Items      Items  `json:"items"`
+		WorkingDir string `json:"workingDir"`
+	}{spec.Items, spec.WorkingDir})
+	if err != nil {
+		b = fmt.Appendf(nil, "%#v %q", spec.Items, spec.WorkingDir)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
 // ResolveWorkingDir is the directory the command runs in and items are
 // resolved against: spec.workingDir when absolute, joined to spoolDir when
 // relative, spoolDir when empty. The result is cleaned, not made absolute.

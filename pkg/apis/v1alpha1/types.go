@@ -146,7 +146,8 @@ type Phase string
 // single place that encodes them.
 const (
 	// PhasePending: known, waiting for dependencies or admission.
-	// → Reserved, Rejected, Failed (a dependency failed stays Pending with a condition).
+	// → Reserved, Rejected, Failed (a dependency failed stays Pending with a
+	// condition), Done (every item already committed: nothing to reserve).
 	PhasePending Phase = "Pending"
 	// PhaseReserved: the governor granted a reservation; a worker is taking it.
 	// → Running, Paused, Pending (cancelled before start), Failed.
@@ -155,7 +156,8 @@ const (
 	// → Paused, Done, Failed, Pending (controller restart or requeue).
 	PhaseRunning Phase = "Running"
 	// PhasePaused: spec.paused is true; the reservation is kept.
-	// → Running, Pending (restart), Failed.
+	// → Running, Pending (restart, or told to wait at a sequence break),
+	// Failed, Done (the last batch ended while its group was being stopped).
 	PhasePaused Phase = "Paused"
 	// PhaseDone: every item processed. Terminal; a spec edit → Pending (or
 	// Rejected when the edited spec is invalid).
@@ -232,6 +234,10 @@ type Progress struct {
 	ItemsTotal int64 `json:"itemsTotal"`
 	// BatchesDone is the number of batches that exited 0.
 	BatchesDone int64 `json:"batchesDone"`
+	// InputsHash identifies the items and working directory the progress
+	// counts (InputsHash of the spec): progress carries over to a new
+	// generation only when it is unchanged.
+	InputsHash string `json:"inputsHash,omitempty"`
 }
 
 // BatchRecord describes one batch run.
@@ -280,6 +286,9 @@ const (
 	ConditionSpecApplied = "SpecApplied"
 	// ConditionComplete is True on Done, False on Failed/Rejected.
 	ConditionComplete = "Complete"
+	// ConditionRerun is True on a generation started because a dependency
+	// ran again: the message names it.
+	ConditionRerun = "Rerun"
 )
 
 // Condition reasons that are not governor reasons.
@@ -297,5 +306,6 @@ const (
 	ReasonCompleted              = "Completed"
 	ReasonAdmitted               = "Admitted"
 	ReasonSpecChangePending      = "SpecChangePending"
+	ReasonDependencyRerun        = "DependencyRerun"
 	ReasonPaused                 = "Paused"
 )
