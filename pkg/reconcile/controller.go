@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -137,6 +139,14 @@ type entry struct {
 	writeFailures int
 	retryAt       time.Time
 	failingSince  time.Time
+}
+
+// sameStatus reports whether two statuses read the same once written (the
+// file keeps times to the second).
+func sameStatus(a, b *v1alpha1.TaskStatus) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // editPending reports whether the file holds a spec the task has not
@@ -278,6 +288,23 @@ loop:
 	stopQueue()
 	<-queueDone
 	c.applyInbox()
+	// The spool's goroutine is gone before Run returns; the versions it
+	// read last are applied (the queue is closed: only their statuses
+	// matter now).
+	stopSpool()
+	for ev := range c.spool.Events() {
+		if ev.Type != spool.Synced {
+			c.handleFile(ev)
+		}
+	}
+	c.applyInbox()
+	// Every status is put back onto its file's current version: a writer
+	// that replaced a whole file and dropped its status block just before
+	// the stop must not make the next run start that task over. A file
+	// that already holds it is not rewritten.
+	for path := range c.entries {
+		c.dirty[path] = struct{}{}
+	}
 	c.flush(time.Now(), true)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))
@@ -286,7 +313,6 @@ loop:
 			c.log.Error().Str("task", e.name).Str("file", e.path).Int("attempts", e.writeFailures).Err(e.writeErr).Msg("status still not written at shutdown; the next run resumes from the file's older status")
 		}
 	}
-	stopSpool()
 	return c.outcome(), runErr
 }
 
@@ -444,6 +470,12 @@ func (c *Controller) edit(e *entry, t *v1alpha1.Task, parseErr error) {
 	hash := v1alpha1.SpecHash(t.Spec)
 	old := e.task
 	e.task, e.fileHash, e.parseErr = t, hash, parseErr
+	if !sameStatus(&t.Status, &e.status) {
+		// The new version dropped or changed the status block (a writer
+		// that replaced the whole file): the controller's is put back, so
+		// that a restart finds what this controller knows.
+		c.markDirty(e, true)
+	}
 	if e.inQueue && parseErr == nil && old.Spec.Paused != t.Spec.Paused {
 		_ = c.queue.SetPaused(e.name, t.Spec.Paused)
 		c.log.Info().Str("task", e.name).Bool("paused", t.Spec.Paused).Msg("pause changed")
@@ -698,6 +730,9 @@ func (c *Controller) reject(e *entry, hash string, gen int64, err error) {
 	wasDone := e.status.Phase == v1alpha1.PhaseDone
 	e.appliedHash = hash
 	st := &e.status
+	if st.ObservedGeneration != gen {
+		st.Conditions = nil // those of the generation this one replaces
+	}
 	st.SpecHash, st.ObservedGeneration = hash, gen
 	st.Reservation = nil
 	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())

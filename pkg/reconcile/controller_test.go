@@ -86,13 +86,13 @@ func (h *harness) start() {
 		Logger: zerolog.New(logw)})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
-	h.done, h.errc = make(chan Outcome, 1), make(chan error, 1)
+	done, errc, ctrl := make(chan Outcome, 1), make(chan error, 1), h.ctrl
+	h.done, h.errc = done, errc
 	go func() {
-		out, err := h.ctrl.Run(ctx)
-		h.done <- out
-		h.errc <- err
+		out, err := ctrl.Run(ctx)
+		done <- out
+		errc <- err
 	}()
-	done := h.done
 	h.t.Cleanup(func() {
 		cancel()
 		select {

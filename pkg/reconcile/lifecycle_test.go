@@ -228,9 +228,9 @@ func TestEditOfADoneTaskRerunsItsDoneDependents(t *testing.T) {
 // failingSpool fails every status write while failing is set.
 type failingSpool struct {
 	Spool
-	failing  sync.Map // path → struct{}
-	mu       sync.Mutex
-	failed   int
+	failing sync.Map // path → struct{}
+	mu      sync.Mutex
+	failed  int
 }
 
 func (f *failingSpool) WriteStatus(path string, st *v1alpha1.TaskStatus) error {
