@@ -30,7 +30,7 @@ type Config struct {
 	// StateDir holds logs and items files (default SpoolDir/.lardon3d).
 	StateDir string
 	// ProgressInterval bounds how often progress alone is written per task
-	// (default 250 ms). Phase changes are written at once.
+	// (default 250 ms). Phase changes wait at most PhaseWriteDelay.
 	ProgressInterval time.Duration
 	// PhaseWriteDelay is how long a phase change may wait for the events
 	// that follow it, so that the Reserved→Running→Done of a short task lands

@@ -15,7 +15,46 @@
 // phase change within PhaseWriteDelay (10 ms), so that the
 // Reserved→Running→Done of a short task lands in one write; other
 // changes (a batch starting, a new reason to wait) at most every
-// ProgressInterval (250 ms) per task.
+// ProgressInterval (250 ms) per task. A write that fails stays due and is
+// retried with backoff (100 ms doubling to 10 s), a commit point included,
+// until it lands; meanwhile it is logged, counted
+// (lardon3d_status_write_duration_seconds{result="error"}) and published in
+// STATE/status-write-errors.json, which describe shows. A new version of a
+// file whose status block differs from the controller's (a writer that
+// replaced the whole file) gets the controller's status back, and at
+// shutdown every status is re-applied onto its file's current version.
+//
+// Phases. setPhase is the only place a status phase changes; it refuses,
+// logs as a bug and counts (lardon3d_phase_transitions_refused_total) any
+// transition v1alpha1.AllowedTransition forbids.
+//
+// Generations and edits, one rule, the same with or without a restart:
+//
+//   - spec.paused applies at once, whatever the phase;
+//   - any other edit of a task no worker holds (not started, waiting for
+//     admission or dependencies, Done, Failed, Rejected) is the next
+//     generation at once;
+//   - an edit while a worker holds the task (Reserved, Running, Paused, or
+//     between two batches, even when told to wait there) waits under
+//     SpecApplied=False, SpecChangePending, and becomes the next generation
+//     the moment the current one ends, Done included;
+//   - committed progress carries over to the next generation only when the
+//     previous one did not end Done and its items and working directory are
+//     unchanged (status.progress.inputsHash). A spec changed while no
+//     controller ran counts as an edit that waited for its generation to
+//     end: progress carries over only from a Failed or Rejected one;
+//   - a Done task that runs again (an edit, or a rejection of its edited
+//     spec) re-runs its Done dependents after it, which say why in their
+//     Rerun condition; so does a Done task found, at start-up, depending on
+//     a task that is not Done.
+//
+// A generation is applied whole or not at all: the batch adapter records
+// what the new generation's batches need under its generation number, the
+// queue takes it in one Replace (or refuses with ErrSpecPending, and
+// nothing else changes), and only then is the status updated. Every queue
+// event names its generation; events of another generation than the one
+// the status describes are stale and ignored. What is active is the
+// queue's answer (Holds, Replace), not the phase last written.
 //
 // Crash safety. Before the queue hears of a batch, the batch adapter records
 // its process group (pgid, start time, boot id) in STATE/run/TASK/group-PGID.json
@@ -24,9 +63,16 @@
 // reservations live only in memory, so none leaks. At most the batch in
 // flight at the crash runs again.
 //
-// Generations. The effective generation of a spec is derived, not trusted
-// from the file: status.specHash records the spec the status describes; a
-// different hash is a new generation (observedGeneration+1).
+// The effective generation of a spec is derived, not trusted from the
+// file: status.specHash records the spec the status describes; a different
+// hash is a new generation (observedGeneration+1).
+//
+// Locking. The owner goroutine holds no lock of its own; it calls the queue
+// (which takes Queue.mu, then the governor's) and the spool's write-back
+// (per-file locks) but never while holding the batch adapter's mutex, which
+// guards only its tables and is never held across a call out. Queue events
+// reach the owner through the inbox (its mutex guards only the slice), so
+// the queue never waits for the owner.
 //
 // What it never does: judge resources (the governor does), order tasks (the
 // queue does), or rewrite a file that is not parseable YAML (the spool
