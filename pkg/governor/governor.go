@@ -487,7 +487,8 @@ func (g *Governor) Release(r Reservation) error {
 }
 
 // Active reports whether a reservation is still active (issued by this
-// governor and not released). The queue checks it before starting a worker.
+// governor and not released), for tests and callers that hold a
+// reservation they did not get from Reserve themselves.
 func (g *Governor) Active(r Reservation) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -33,6 +33,19 @@ type Estimate struct {
 	ScratchBytes int64
 }
 
+// CappedAt returns e with its batch bounds within n items: BatchMax at most
+// n (and n when unset), BatchMin at most BatchMax. It is the one place a
+// batch range is clamped, for a task's item count and for the items left.
+func (e Estimate) CappedAt(n int64) Estimate {
+	if e.BatchMax <= 0 || e.BatchMax > n {
+		e.BatchMax = n
+	}
+	if e.BatchMin > e.BatchMax {
+		e.BatchMin = e.BatchMax
+	}
+	return e
+}
+
 // NeedsGPU reports whether the estimate asks for any GPU resource.
 func (e Estimate) NeedsGPU() bool {
 	return e.FixedGPUMemory > 0 || e.PerItemGPUMemory > 0 || e.GPUSlots > 0

@@ -39,7 +39,8 @@
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
 //     polling every Config.BoundaryPoll (50 ms) while told Wait.
 //   - A bounded History of the last Config.HistorySize (64) terminal events,
-//     and Snapshot for get, describe and metrics.
+//     and Snapshot, a point-in-time view of every task (tests read it; get
+//     and describe read the manifests, which the reconciler writes).
 //
 // # What it never does
 //

@@ -124,28 +124,25 @@ func (q *Queue) lockedActivate(e *entry, r Reservation, d governor.Decision) {
 }
 
 func admitMessage(d governor.Decision, c governor.Contract) string {
-	return fmt.Sprintf("%s: batch %d of %d asked, %d threads, %s reserved",
-		d.Verdict, c.Batch, c.BatchRequested, c.Threads, formatBytes(c.MemoryBytes))
+	return fmt.Sprintf("%s: %s", d.Verdict, ContractMessage(c))
+}
+
+// ContractMessage says what a contract grants, for people: the one wording
+// of an admission in events, conditions and logs.
+func ContractMessage(c governor.Contract) string {
+	return fmt.Sprintf("batch %d of %d asked, %d threads, %s reserved",
+		c.Batch, c.BatchRequested, c.Threads, governor.FormatBytes(c.MemoryBytes))
 }
 
 // estimate is the task's estimate with BatchMax capped by the items left and
 // by the cap a MemoryExceeded set; BatchMin never exceeds it.
 // REQUIRES: q.mu held.
 func (e *entry) estimate() governor.Estimate {
-	est := e.task.Estimate
-	left := e.task.ItemsTotal - e.task.ItemsDone
-	hi := est.BatchMax
-	if hi <= 0 || hi > left {
-		hi = left
-	}
+	hi := e.task.ItemsTotal - e.task.ItemsDone
 	if e.memCap > 0 && e.memCap < hi {
 		hi = e.memCap
 	}
-	est.BatchMax = hi
-	if est.BatchMin > hi {
-		est.BatchMin = hi
-	}
-	return est
+	return e.task.Estimate.CappedAt(hi)
 }
 
 // lockedDeps says whether every dependency is Done; otherwise why not.
@@ -304,27 +301,11 @@ func DecisionMessage(d governor.Decision) string {
 	unit := func(v int64) string { return fmt.Sprint(v) }
 	switch d.Budget {
 	case governor.BudgetMemory, governor.BudgetGPUMemory, governor.BudgetScratch:
-		unit = formatBytes
+		unit = governor.FormatBytes
 	}
 	if d.Budget == governor.BudgetNone {
 		return fmt.Sprintf("%s %s: batch %d, %d threads", d.Verdict, d.Reason, d.Batch, d.Threads)
 	}
 	return fmt.Sprintf("%s %s: %s needs %s for batch %d with %d threads, %s free, margin %s, %d reservations active",
 		d.Verdict, d.Reason, d.Budget, unit(d.Need), d.Batch, d.Threads, unit(d.Free), unit(d.Margin), d.Reservations)
-}
-
-// formatBytes prints a byte count in binary units with one decimal.
-func formatBytes(b int64) string {
-	const unit = 1024
-	if b < unit && b > -unit {
-		return fmt.Sprintf("%dB", b)
-	}
-	v := float64(b)
-	for _, suffix := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		v /= unit
-		if v < unit && v > -unit {
-			return fmt.Sprintf("%.1f%s", v, suffix)
-		}
-	}
-	return fmt.Sprintf("%.1fPiB", v/unit)
 }

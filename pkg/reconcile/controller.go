@@ -906,8 +906,7 @@ func admittedMessage(ev queue.Event) string {
 	if ev.Contract == nil {
 		return ev.Message
 	}
-	k := ev.Contract
-	return fmt.Sprintf("granted a batch of %d (of %d asked) at %d threads, %s", k.Batch, k.BatchRequested, k.Threads, resource.NewQuantity(k.MemoryBytes, resource.BinarySI).String())
+	return queue.ContractMessage(*ev.Contract)
 }
 
 // setPhase moves e to phase, logging the transition and scheduling a write.

@@ -32,12 +32,7 @@ func EstimateFor(spec *v1alpha1.TaskSpec, itemsTotal int64) governor.Estimate {
 	if e.BatchMin < 1 {
 		e.BatchMin = 1
 	}
-	if e.BatchMax <= 0 || e.BatchMax > itemsTotal {
-		e.BatchMax = itemsTotal
-	}
-	if e.BatchMax < e.BatchMin {
-		e.BatchMin = e.BatchMax
-	}
+	e = e.CappedAt(itemsTotal)
 	if e.Threads < 1 {
 		e.Threads = 1
 	}

@@ -24,7 +24,9 @@
 //     MemoryLimit×(1+tolerance) the group is killed with SIGKILL and the
 //     batch ends with ReasonMemoryExceeded. RSS counts shared pages once per
 //     process, so the sum errs on the high side. The reported peak is the
-//     higher of the sampled sum and the leader's rusage peak;
+//     highest sampled sum (the leader's ru_maxrss is not used: a forked
+//     child starts with its parent's, so it would report the controller's
+//     own size);
 //   - the timeout (paused time excluded) and Cancel: SIGTERM and SIGCONT to
 //     the group, SIGKILL after KillGrace;
 //   - the end: the leader is waited for without being reaped (waitid
@@ -45,7 +47,8 @@
 // What it must never do: decide admission or read the machine's budgets
 // (the governor does), retry or resize batches (the queue does), signal a
 // process outside the batch's group, or import other packages of this
-// project except pkg/apis/v1alpha1 (reason names).
+// project than pkg/apis/v1alpha1 (reason names) and pkg/governor (its byte
+// format, so that numbers read the same everywhere).
 //
 // Concurrency: each Batch has one supervising goroutine that owns sampling,
 // the timeout, cancellation and the end, plus one goroutine blocked in
