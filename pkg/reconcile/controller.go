@@ -18,6 +18,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -43,6 +44,8 @@ type Config struct {
 	MemoryTolerance float64
 	// Queue configures the queue.
 	Queue queue.Config
+	// ProbeInterval is how often the machine is probed (default 100 ms).
+	ProbeInterval time.Duration
 }
 
 // Metrics is what the controller reports to; nil-safe use through noMetrics.
@@ -64,8 +67,10 @@ type Deps struct {
 	Spool *spool.Spool
 	// Governor owns the budgets.
 	Governor *governor.Governor
-	// Snapshot probes the machine.
+	// Snapshot probes the machine; only the prober's goroutine calls it.
 	Snapshot SnapshotFunc
+	// Scratch creates and removes scratch lease directories; optional.
+	Scratch *scratch.Leases
 	// Metrics, optional.
 	Metrics Metrics
 	// Logger for transitions.
@@ -82,6 +87,8 @@ type Controller struct {
 	batches *batchRunner
 	metrics Metrics
 	inbox   *inbox
+	prober  *prober
+	scratch *scratch.Leases
 
 	// Owned by the Run goroutine.
 	entries map[string]*entry // by path
@@ -148,7 +155,7 @@ func New(cfg Config, deps Deps) *Controller {
 		c.metrics = noMetrics{}
 	}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
-	adm := &machine{gov: deps.Governor, snapshot: deps.Snapshot, workMemory: c.batches.workMemory, decisions: c.metrics, log: deps.Logger, minRefresh: 20 * time.Millisecond}
+	adm := c.newMachine(deps)
 	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }))
 	return c
 }
@@ -176,6 +183,7 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 	}
 	// Before anything runs again: what a crashed controller left dies.
 	killLeftovers(c.cfg.StateDir, c.log)
+	stopMachine := c.startMachine()
 	spoolCtx, stopSpool := context.WithCancel(context.Background())
 	defer stopSpool()
 	spoolErr := make(chan error, 1)
@@ -237,6 +245,7 @@ loop:
 	}
 	stopQueue()
 	<-queueDone
+	stopMachine()
 	for _, x := range c.inbox.drain() {
 		c.handleNote(x)
 	}
@@ -500,6 +509,7 @@ func (c *Controller) enqueueFinished(e *entry) {
 		DependsOn:   t.Spec.DependsOn,
 		Terminal:    st.Phase,
 	}
+	c.keepReofferable(e, &qt)
 	if err := c.queue.Upsert(qt); err != nil {
 		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
 		return
@@ -606,6 +616,7 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 			}
 		case v1alpha1.PhasePending:
 			st.Reservation = nil
+			reoffered(st)
 		case v1alpha1.PhaseDone:
 			st.Reservation, st.ProcessGroup = nil, nil
 			st.CompletionTime = &now
