@@ -34,7 +34,9 @@
 //     resumed before it is cancelled, so its group sees the SIGTERM). A
 //     Start error fails the task at once, with the error's Reason() when it
 //     has one, else StartFailed.
-//   - The sequence break between two batches: release the reservation,
+//   - The sequence break between two batches: when the Admitter is a
+//     FreshWaiter, wait (no lock held, bounded by the Admitter) for a
+//     snapshot taken after the batch ended; then release the reservation,
 //     Refresh, offer the budget to the pending tasks ahead of this one in the
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
 //     polling every Config.BoundaryPoll (50 ms) while told Wait.

@@ -44,7 +44,7 @@ type Config struct {
 	MemoryTolerance float64
 	// Queue configures the queue.
 	Queue queue.Config
-	// ProbeInterval is how often the machine is probed (default 100 ms).
+	// ProbeInterval is how often the machine is probed (default 200 ms).
 	ProbeInterval time.Duration
 }
 

@@ -30,7 +30,7 @@
 //
 // The machine. One prober goroutine (prober.go) is the only caller of the
 // probe: it hands the governor a snapshot at start, every ProbeInterval
-// (100 ms) and soon after a kick (at most every 20 ms). The queue's
+// (200 ms) and soon after a kick (at most every 20 ms). The queue's
 // Admitter (machine.go) turns Refresh into that kick, a non-blocking send on
 // a buffered(1) channel, so a scan or a sequence break decides on a snapshot
 // at most ProbeInterval old and the next decision on a fresh one; a snapshot

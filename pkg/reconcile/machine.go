@@ -32,13 +32,15 @@ type leaseDirs interface {
 type machine struct {
 	gov       *governor.Governor
 	kick      func() // asks the prober for a fresh snapshot; never blocks
+	fresh     func(ctx context.Context)
 	decisions DecisionObserver
 	leases    leaseDirs
 }
 
 var (
-	_ queue.Admitter = (*machine)(nil)
-	_ queue.Decider  = (*machine)(nil)
+	_ queue.Admitter    = (*machine)(nil)
+	_ queue.Decider     = (*machine)(nil)
+	_ queue.FreshWaiter = (*machine)(nil)
 )
 
 // Refresh asks the prober for a fresh snapshot and returns at once: the
@@ -47,6 +49,14 @@ var (
 func (m *machine) Refresh() {
 	if m.kick != nil {
 		m.kick()
+	}
+}
+
+// WaitFresh waits (bounded, no lock held) for a snapshot taken after the
+// call; the queue calls it between a batch's end and its sequence break.
+func (m *machine) WaitFresh(ctx context.Context) {
+	if m.fresh != nil {
+		m.fresh(ctx)
 	}
 }
 
@@ -99,7 +109,7 @@ func (c *Controller) newMachine(deps Deps) *machine {
 	}
 	c.batches.scratch = c.scratch
 	c.prober = newProber(deps.Governor, deps.Snapshot, c.batches.workMemory, deps.Logger, nil, c.cfg.ProbeInterval)
-	return &machine{gov: deps.Governor, kick: c.prober.Kick, decisions: c.metrics, leases: c.scratch}
+	return &machine{gov: deps.Governor, kick: c.prober.Kick, fresh: c.prober.WaitFresh, decisions: c.metrics, leases: c.scratch}
 }
 
 // startMachine removes what a crashed controller left on the scratch

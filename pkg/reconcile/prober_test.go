@@ -106,6 +106,18 @@ func TestProberProbesAtStartOnTicksAndOnKicks(t *testing.T) {
 	case <-time.After(guardTimeout):
 		t.Fatal("2GiB freed did not wake the queue")
 	}
+
+	// WaitFresh (the queue's, between a batch and its sequence break)
+	// returns once a probe started after the call reached the governor.
+	clk.Step(probeMinGap)
+	ret := make(chan struct{})
+	go func() { defer close(ret); p.WaitFresh(context.Background()) }()
+	probed("for WaitFresh")
+	select {
+	case <-ret:
+	case <-time.After(guardTimeout):
+		t.Fatal("WaitFresh did not return after a fresh probe")
+	}
 }
 
 // waitForGapTimer blocks until the prober waits on its gap timer (the
