@@ -39,7 +39,7 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		gov, _, err := newMachine(bc)
+		gov, _, err := newMachine(bc, "")
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

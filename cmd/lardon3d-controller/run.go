@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/probe"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -150,12 +152,13 @@ func (bc budgetConfig) governorConfig() governor.Config {
 }
 
 // newMachine builds the probe and the governor for a budget configuration.
-func newMachine(bc budgetConfig) (*governor.Governor, reconcile.SnapshotFunc, error) {
+// leasePrefix names scratch lease directories (scratch.Leases.Prefix).
+func newMachine(bc budgetConfig, leasePrefix string) (*governor.Governor, reconcile.SnapshotFunc, error) {
 	p, err := probe.New(probe.Options{ScratchDirs: bc.ScratchDirs})
 	if err != nil {
 		return nil, nil, fmt.Errorf("probe: %w", err)
 	}
-	gov := governor.New(bc.governorConfig())
+	gov := governor.New(bc.governorConfig(), governor.WithLeasePrefix(leasePrefix))
 	snap, err := p.Snapshot()
 	if err != nil {
 		return nil, nil, fmt.Errorf("probe: %w", err)
@@ -193,7 +196,12 @@ func newRunCommand(g *globals) *cobra.Command {
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		gov, snapshot, err := newMachine(bc)
+		spoolAbs, err := filepath.Abs(g.spool)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		leases := scratch.New(spoolAbs, bc.ScratchDirs, log)
+		gov, snapshot, err := newMachine(bc, leases.Prefix())
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -227,7 +235,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			ExitWhenDone: exitWhenDone,
 			KillGrace:    killGrace,
 			Queue:        qcfg,
-		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Metrics: m, Logger: log})
+		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Metrics: m, Logger: log})
 
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()

@@ -33,6 +33,9 @@ type ScratchBudget struct {
 	Present bool
 	// Rotational is true for spinning disks.
 	Rotational bool
+	// Unknown is true while its free space cannot be measured; Bytes then
+	// holds the last measure.
+	Unknown bool
 	// Bytes: Capacity is the free space measured, Reserved the leases.
 	Bytes BudgetState
 	// Leases on this volume.
@@ -132,7 +135,7 @@ func (g *Governor) Budgets() BudgetsView {
 			continue
 		}
 		v.Scratch = append(v.Scratch, ScratchBudget{
-			Path: x.path, Present: x.present, Rotational: x.rotational, Leases: x.refs,
+			Path: x.path, Present: x.present, Rotational: x.rotational, Unknown: !x.known, Leases: x.refs,
 			Bytes: BudgetState{Capacity: x.free, Reserved: x.reserved, Free: max(x.free-x.reserved, 0)},
 		})
 	}

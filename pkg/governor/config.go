@@ -1,6 +1,7 @@
 package governor
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -94,6 +95,23 @@ type Option func(*Governor)
 // WithClock injects the clock used for grant times and hysteresis.
 func WithClock(c clock.PassiveClock) Option {
 	return func(g *Governor) { g.clock = c }
+}
+
+// DefaultLeasePrefix starts the name of every scratch lease directory when
+// WithLeasePrefix is not given.
+const DefaultLeasePrefix = "lardon3d-lease-"
+
+// WithLeasePrefix sets how the directory of a scratch lease is named:
+// VOLUME/PREFIX + the reservation id. The caller makes it unique across
+// restarts (reservation ids restart at 1 with every governor), so that a new
+// controller never reuses a leftover's name. A prefix holding a '/' or
+// empty is ignored.
+func WithLeasePrefix(prefix string) Option {
+	return func(g *Governor) {
+		if prefix != "" && !strings.ContainsRune(prefix, '/') {
+			g.leasePrefix = prefix
+		}
+	}
 }
 
 // withDefaults returns c with every zero field set to its default, except the

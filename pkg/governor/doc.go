@@ -16,10 +16,13 @@
 //   - New(Config, ...Option): budgets bounded by configuration, like Slurm's
 //     RealMemory or the kubelet's system-reserved. Zero fields take defaults
 //     (see Config); negative ones mean none.
-//   - Update(Snapshot): the machine's state. The generation is bumped, and
-//     every channel from Changed is closed, when the hardware registry
-//     changes (first snapshot, GPU or scratch volume seen, gone or resized,
-//     cgroup memory limit, memory capacity or usable CPUs changed).
+//   - Update(Snapshot) bool: the machine's state. The generation is bumped,
+//     and every channel from Changed is closed, when the hardware registry
+//     changes (first snapshot, GPU or scratch volume seen, gone, resized or
+//     becoming (un)measurable, cgroup memory limit, memory capacity or usable
+//     CPUs changed). It reports whether the snapshot freed resources (RAM,
+//     VRAM or scratch headroom up by max(64MiB, 1% of capacity), or a
+//     deferral ended), so that the caller may wake the queue at once.
 //   - Decide(Estimate) Decision: an observation, perishable, no reservation.
 //   - Reserve(Estimate) (Decision, Reservation, bool): decide and reserve
 //     every budget at once under the mutex, all or nothing.
@@ -27,7 +30,10 @@
 //     reservation that was issued (id < next id) and is not active is its own
 //     tombstone: a second Release returns ErrAlreadyReleased and changes no
 //     counter, without any per-reservation memory kept. Scratch leases go
-//     with their reservation.
+//     with their reservation. A lease's directory is named
+//     VOLUME/PREFIX+id (WithLeasePrefix; the controller makes the prefix
+//     unique across restarts); the governor only names it, package scratch
+//     creates and removes it.
 //   - RecordBatch / History: a bounded per-class history of finished batches
 //     and the fitted cost per item and per thread.
 //   - Budgets: a copy of every budget and signal, for the CLI and metrics.
@@ -49,6 +55,9 @@
 //     memory at (batch.min, minThreads) above capacity − margin, GPU memory
 //     above every GPU's memory − margin (ExceedsCapacity); a GPU demand with
 //     no GPU (NoGPU); a scratch demand with no scratch volume (NoScratch).
+//     A GPU or scratch volume present but unmeasurable (GPU.Known false,
+//     ScratchVolume.Unknown) is never a reason to reject: unknown
+//     availability waits (GPUUnknown, ScratchUnknown).
 //     Overflowing demands are ExceedsCapacity.
 //  3. Deferrals of new admissions: load average, less the threads of the
 //     active reservations (the governor's own work), above LoadThreshold × CPUs
@@ -56,7 +65,9 @@
 //     holding IO slots (IOPressure). A deferral ends only after its signal
 //     stayed at or below the threshold for Config.Hysteresis, measured on
 //     the injected clock from the first snapshot back below.
-//  4. Slots and scratch (NoIOSlot, NoGPUSlot, NoScratch), then CPU: threads
+//  4. Slots and scratch (NoIOSlot, NoGPUSlot, NoScratch; ScratchUnknown when
+//     no measured volume has room but an unmeasurable one is present; a
+//     lease is only granted on a measured volume), then CPU: threads
 //     are a budget, usable = CPUs − reserved CPUs; free < minThreads →
 //     Wait NoFreeCPU.
 //  5. Memory and GPU memory (InsufficientMemory, InsufficientGPUMemory,

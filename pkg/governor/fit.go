@@ -198,10 +198,14 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 		}
 	}
 	if e.ScratchBytes > 0 {
-		best, bestFree := int32(-1), int64(-1)
+		best, bestFree, unknown := int32(-1), int64(-1), false
 		for i := range g.mu.scratch {
 			v := &g.mu.scratch[i]
 			if !v.present {
+				continue
+			}
+			if !v.known {
+				unknown = true
 				continue
 			}
 			free := v.free - v.reserved
@@ -210,6 +214,10 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 			}
 		}
 		if bestFree < e.ScratchBytes {
+			if unknown {
+				// The unmeasurable volume may have room: wait for its measure.
+				return wait(ReasonScratchUnknown, BudgetScratch, e.ScratchBytes, max(bestFree, 0), 0)
+			}
 			return wait(ReasonNoScratch, BudgetScratch, e.ScratchBytes, max(bestFree, 0), 0)
 		}
 		p.vol, p.scratch = best, e.ScratchBytes

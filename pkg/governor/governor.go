@@ -3,6 +3,7 @@ package governor
 import (
 	"errors"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,10 +40,10 @@ type gpuEntry struct {
 
 // scratchEntry is one scratch volume of the registry, indexed like gpuEntry.
 type scratchEntry struct {
-	path                string
-	present, rotational bool
-	free, reserved      int64
-	refs                int
+	path                       string
+	present, rotational, known bool
+	free, reserved             int64 // free: the last measure
+	refs                       int
 }
 
 // registryEntry is what registrySlot needs of a GPU or scratch entry.
@@ -132,6 +133,8 @@ type Governor struct {
 	cfg   Config // with defaults; immutable after New
 	clock clock.PassiveClock
 	owner uint64
+	// leasePrefix names scratch lease directories; immutable after New.
+	leasePrefix string
 
 	mu struct {
 		sync.Mutex
@@ -164,6 +167,8 @@ type Governor struct {
 		changed    chan struct{} // closed at the next generation bump
 
 		load, io deferral
+		// deferred: a deferral was active after the last Update.
+		deferred bool
 
 		history map[string]*classHistory
 	}
@@ -172,7 +177,7 @@ type Governor struct {
 // New returns a governor with no snapshot: every decision waits
 // (NoSnapshot) until the first Update.
 func New(cfg Config, opts ...Option) *Governor {
-	g := &Governor{cfg: cfg.withDefaults(), clock: clock.RealClock{}, owner: instances.Add(1)}
+	g := &Governor{cfg: cfg.withDefaults(), clock: clock.RealClock{}, owner: instances.Add(1), leasePrefix: DefaultLeasePrefix}
 	for _, o := range opts {
 		o(g)
 	}
@@ -188,13 +193,26 @@ func New(cfg Config, opts ...Option) *Governor {
 // channel, when the hardware registry changes: the first snapshot, a GPU or
 // scratch volume seen or gone or resized, the cgroup memory limit, the
 // memory capacity or the usable CPUs changed.
-func (g *Governor) Update(s Snapshot) {
+//
+// It reports whether the snapshot freed resources a waiting demand may now
+// get: grantable RAM, the VRAM of a dedicated GPU or the free space of a
+// scratch volume grew by at least max(64MiB, 1% of the memory capacity),
+// or a load or IO pressure deferral ended. The caller may then wake the
+// queue at once rather than at its next rescan; small fluctuations do not
+// count, so a probe loop never turns into a scan loop.
+func (g *Governor) Update(s Snapshot) (freed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mu.closed {
-		return
+		return false
 	}
 	now := g.clock.Now()
+	had := g.mu.haveSnap
+	var before headroom
+	if had {
+		before = g.lockedHeadroom()
+		before.deferred = g.mu.deferred
+	}
 	old := g.mu.snap
 	changed := !g.mu.haveSnap ||
 		old.CgroupMemoryLimit != s.CgroupMemoryLimit || old.CPUs != s.CPUs
@@ -247,6 +265,41 @@ func (g *Governor) Update(s Snapshot) {
 	if changed {
 		g.lockedBump()
 	}
+	after := g.lockedHeadroom()
+	after.deferred = g.mu.load.check(now, g.cfg.Hysteresis) || g.mu.io.check(now, g.cfg.Hysteresis)
+	g.mu.deferred = after.deferred
+	return had && after.freedSince(before, max(64<<20, g.mu.memCapacity/100))
+}
+
+// headroom is what Update compares to tell whether a snapshot freed
+// resources.
+type headroom struct {
+	mem, vram, scratch int64 // the most grantable on one GPU, one volume
+	deferred           bool  // a load or IO pressure deferral is active
+}
+
+// lockedHeadroom measures the budgets' headroom now (not deferred).
+// REQUIRES: g.mu held.
+func (g *Governor) lockedHeadroom() headroom {
+	h := headroom{mem: g.lockedMemFree()}
+	for i := range g.mu.gpus {
+		if x := &g.mu.gpus[i]; x.present && x.known && !x.unified {
+			h.vram = max(h.vram, g.lockedGPUFree(i))
+		}
+	}
+	for i := range g.mu.scratch {
+		if x := &g.mu.scratch[i]; x.present && x.known {
+			h.scratch = max(h.scratch, x.free-x.reserved)
+		}
+	}
+	return h
+}
+
+// freedSince reports whether h has at least step more of some budget than
+// before, or no deferral where before had one.
+func (h headroom) freedSince(before headroom, step int64) bool {
+	return h.mem-before.mem >= step || h.vram-before.vram >= step ||
+		h.scratch-before.scratch >= step || (before.deferred && !h.deferred)
 }
 
 // lockedBump advances the generation and wakes the waiters.
@@ -330,10 +383,18 @@ func (g *Governor) lockedUpdateScratch(in []ScratchVolume) bool {
 		}
 		seen[idx] = true
 		e := &g.mu.scratch[idx]
-		if !e.present || e.path != v.Path || e.rotational != v.Rotational {
+		if !e.present || e.path != v.Path || e.known == v.Unknown {
 			changed = true
 		}
-		e.path, e.present, e.rotational, e.free = v.Path, true, v.Rotational, max(v.FreeBytes, 0)
+		if v.Unknown {
+			// Seen, unmeasurable now: keep it, and its last measure.
+			e.path, e.present, e.known = v.Path, true, false
+			continue
+		}
+		if e.rotational != v.Rotational {
+			changed = true
+		}
+		e.path, e.present, e.known, e.rotational, e.free = v.Path, true, true, v.Rotational, max(v.FreeBytes, 0)
 	}
 	for i := range g.mu.scratch {
 		if !seen[i] && g.mu.scratch[i].present {
@@ -442,7 +503,7 @@ func (g *Governor) lockedCommit(p *plan, requested int64, now time.Time) Reserva
 		e := &g.mu.scratch[p.vol]
 		e.reserved += p.scratch
 		e.refs++
-		c.ScratchDir = scratchDir(e.path, id)
+		c.ScratchDir = scratchDir(e.path, g.leasePrefix, id)
 	}
 	return Reservation{id: id, owner: g.owner, slot: idx, contract: c}
 }
@@ -521,27 +582,17 @@ func (g *Governor) Close() error {
 	return nil
 }
 
-// scratchDir names the directory of a scratch lease. The governor never
-// creates it: the worker does.
-func scratchDir(root string, id uint64) string {
-	const prefix = "/lardon3d-lease-"
-	var buf [20]byte
-	i := len(buf)
-	for {
-		i--
-		buf[i] = byte('0' + id%10)
-		id /= 10
-		if id == 0 {
-			break
-		}
-	}
+// scratchDir names the directory of a scratch lease: root/prefix + id. The
+// governor only names it; the controller creates it before the batch starts
+// and removes it once the lease is released (package scratch).
+func scratchDir(root, prefix string, id uint64) string {
 	for len(root) > 1 && root[len(root)-1] == '/' {
 		root = root[:len(root)-1]
 	}
 	if root == "/" {
 		root = ""
 	}
-	return root + prefix + string(buf[i:])
+	return root + "/" + prefix + strconv.FormatUint(id, 10)
 }
 
 // maxBytes stands for an overflowing amount in decisions.

@@ -161,6 +161,10 @@ func (d Decision) Message() string {
 		b = appendDeferral(b, d.Signal > d.Threshold)
 		b = strconv.AppendFloat(b, d.Threshold, 'f', 1, 64)
 		b = append(b, "%; admissions holding IO slots wait until it stays below"...)
+	case ReasonScratchUnknown:
+		b = append(b, "needs "...)
+		b = appendBytes(b, d.Need)
+		b = append(b, " of scratch; no measured volume has room and the free space of a scratch volume cannot be measured now"...)
 	case ReasonGPUUnknown:
 		b = append(b, "needs GPU memory; the GPU's free memory cannot be measured"...)
 	case ReasonNoGPU:

@@ -125,6 +125,11 @@ type ScratchVolume struct {
 	FreeBytes int64
 	// Rotational is true for spinning disks.
 	Rotational bool
+	// Unknown is true for a volume seen before whose free space cannot be
+	// measured now (its directory could not be stat'ed): present, but no
+	// lease is granted on it until it is measured again, and scratch demands
+	// wait (ScratchUnknown) rather than being rejected.
+	Unknown bool
 }
 
 // Verdict is the governor's answer to an estimate.
@@ -174,6 +179,7 @@ const (
 	ReasonNoIOSlot              Reason = "NoIOSlot"
 	ReasonNoGPUSlot             Reason = "NoGPUSlot"
 	ReasonNoScratch             Reason = "NoScratch"
+	ReasonScratchUnknown        Reason = "ScratchUnknown"
 	ReasonExceedsCapacity       Reason = "ExceedsCapacity"
 	ReasonInvalidEstimate       Reason = "InvalidEstimate"
 	ReasonNoSnapshot            Reason = "NoSnapshot"

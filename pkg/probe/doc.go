@@ -35,9 +35,20 @@
 //     set and the GTT sizes are reported as its memory.
 //   - NVIDIA: values "[N/A]" (or any bracketed value) make that GPU Known=false.
 //     When nvidia-smi fails after having succeeded, the GPUs last seen are
-//     reported with Known=false (present but unmeasurable), never dropped.
+//     reported with Known=false (present but unmeasurable), never dropped;
+//     when it fails before any success (a driver still loading, a first run
+//     that times out), the PCI devices bound to the nvidia driver are
+//     reported, Known=false, as when the tool is absent. The governor then
+//     answers WAIT (GPUUnknown), never REJECT (NoGPU), for a GPU that is
+//     there but cannot be measured.
+//   - Scratch: a directory measured once and that cannot be stat'ed now is
+//     reported Unknown (present, free space unmeasurable, rotational flag
+//     kept), never dropped, so that scratch demands wait rather than being
+//     rejected; one never measured is left out.
 //
 // Concurrency and lock order: a Prober is safe for concurrent use; one mutex
 // (Prober.mu) serialises Snapshot calls and guards the caches. No other lock
-// is taken while it is held.
+// is taken while it is held. Snapshot can take as long as GPUTimeout (an
+// nvidia-smi run), so callers must not hold a lock of their own across it:
+// in the controller only the prober goroutine (pkg/reconcile) calls it.
 package probe

@@ -45,7 +45,9 @@ type Options struct {
 	// as GPUs of unknown memory); NvidiaSMIOff disables the NVIDIA probe.
 	NvidiaSMI string
 	// ScratchDirs are the directories reported as scratch volumes. A
-	// directory that cannot be stat'ed is left out of the snapshot.
+	// directory that cannot be stat'ed is left out of the snapshot until it
+	// was measured once; after that it is reported Unknown (present, free
+	// space unmeasurable), never dropped.
 	ScratchDirs []string
 	// Clock stamps snapshots and paces GPU refreshes (default: the real clock).
 	Clock clock.PassiveClock
@@ -86,6 +88,9 @@ type Prober struct {
 		nvidiaSeen []governor.GPU
 		// rotational caches the rotational flag per device number.
 		rotational map[uint64]bool
+		// scratchSeen is the last measure of each scratch directory that was
+		// measured at least once.
+		scratchSeen map[string]governor.ScratchVolume
 	}
 }
 
@@ -124,6 +129,7 @@ func New(opts Options) (*Prober, error) {
 	}
 	p := &Prober{opts: opts, proc: fsys}
 	p.mu.rotational = make(map[uint64]bool)
+	p.mu.scratchSeen = make(map[string]governor.ScratchVolume)
 
 	raw, err := os.ReadFile(filepath.Join(opts.ProcRoot, "self", "cgroup"))
 	switch {
@@ -233,8 +239,14 @@ func (p *Prober) lockedGPUs(now time.Time) []governor.GPU {
 			nv, err := runNvidiaSMI(context.Background(), p.nvidia, p.opts.GPUTimeout)
 			if err != nil {
 				p.mu.gpuErr = err
-				// Present before, unmeasurable now: keep them, unknown.
-				for _, g := range p.mu.nvidiaSeen {
+				// Present before, unmeasurable now: keep them, unknown. Never
+				// measured yet (a first run that failed or timed out): the
+				// devices bound to the nvidia driver stand for them, unknown.
+				seen := p.mu.nvidiaSeen
+				if len(seen) == 0 {
+					seen = nvidiaBound(p.opts.SysRoot)
+				}
+				for _, g := range seen {
 					gpus = append(gpus, governor.GPU{ID: g.ID, Name: g.Name})
 				}
 			} else {
@@ -258,14 +270,20 @@ func (p *Prober) lockedScratch() []governor.ScratchVolume {
 	for _, dir := range p.opts.ScratchDirs {
 		st, err := p.opts.StatVolume(dir)
 		if err != nil {
-			continue // gone: the governor sees the volume disappear
+			if last, seen := p.mu.scratchSeen[dir]; seen {
+				// Measured before, not now: present, of unknown free space.
+				out = append(out, governor.ScratchVolume{Path: dir, Rotational: last.Rotational, Unknown: true})
+			}
+			continue // never measured: not a volume yet
 		}
 		rot, ok := p.mu.rotational[st.Dev]
 		if !ok {
 			rot = rotational(p.opts.SysRoot, st.Dev)
 			p.mu.rotational[st.Dev] = rot
 		}
-		out = append(out, governor.ScratchVolume{Path: dir, FreeBytes: st.FreeBytes, Rotational: rot})
+		v := governor.ScratchVolume{Path: dir, FreeBytes: st.FreeBytes, Rotational: rot}
+		p.mu.scratchSeen[dir] = v
+		out = append(out, v)
 	}
 	return out
 }

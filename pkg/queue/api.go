@@ -11,8 +11,9 @@ import (
 // Admitter is the queue's view of the governor. The queue never judges
 // resources itself: it asks, and obeys the verdict.
 type Admitter interface {
-	// Refresh hands the governor a fresh snapshot of the machine. The queue
-	// calls it once per scan and at every sequence break.
+	// Refresh asks for a fresh snapshot of the machine. The queue calls it
+	// once per scan and at every sequence break, with its mutex held, so it
+	// must not block: it only kicks whoever probes.
 	Refresh()
 	// Reserve is the governor's atomic decide-and-reserve. ok is true when a
 	// reservation was granted (verdict Admit or ReduceBatch).
@@ -22,7 +23,8 @@ type Admitter interface {
 	// RecordBatch adds a finished batch to the governor's history.
 	RecordBatch(class string, rec governor.BatchRecord)
 	// Changed is closed at the next governor generation change (hardware
-	// seen or gone, limits changed).
+	// seen or gone, limits changed); the queue then offers again the tasks
+	// it rejected for hardware (see HardwareRejection).
 	Changed() <-chan struct{}
 }
 
@@ -113,6 +115,9 @@ type Task struct {
 	// Terminal is set for a task that already ended (Done, Failed or
 	// Rejected); such a task is kept only so its dependents can be resolved.
 	Terminal v1alpha1.Phase
+	// TerminalReason is why a Terminal task ended; a Rejected task with a
+	// HardwareRejection reason is offered again when the hardware changes.
+	TerminalReason string
 	// Generation is the spec's generation. An Upsert with the generation
 	// the queue already holds never restarts a task the queue has ended
 	// (only Paused is taken from it); a different generation does.

@@ -34,7 +34,9 @@
 //     resumed before it is cancelled, so its group sees the SIGTERM). A
 //     Start error fails the task at once, with the error's Reason() when it
 //     has one, else StartFailed.
-//   - The sequence break between two batches: release the reservation,
+//   - The sequence break between two batches: when the Admitter is a
+//     FreshWaiter, wait (no lock held, bounded by the Admitter) for a
+//     snapshot taken after the batch ended; then release the reservation,
 //     Refresh, offer the budget to the pending tasks ahead of this one in the
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
 //     polling every Config.BoundaryPoll (50 ms) while told Wait.
@@ -88,9 +90,23 @@
 //
 // One mutex, Queue.mu, guards the task table, the dispatch list, the entries'
 // fields and the history. Lock order: Queue.mu, then the Admitter's own lock
-// (Refresh, Reserve, Release and RecordBatch are called with Queue.mu held,
-// so decide-and-reserve and the task's phase change are one atomic step),
-// and the Observer is called with Queue.mu held, which keeps events in order;
-// neither may call back into the queue. BatchRunner and RunningBatch are
-// never called with Queue.mu held. Helpers named lockedX expect Queue.mu held.
+// (Refresh, Reserve, Decide, Release and RecordBatch are called with Queue.mu
+// held, so decide-and-reserve and the task's phase change are one atomic
+// step), and the Observer is called with Queue.mu held, which keeps events in
+// order; neither may call back into the queue, and neither may block: no
+// probe, exec or file I/O under Queue.mu (Refresh only kicks the prober, and
+// a released scratch lease's directory is removed by another goroutine).
+// BatchRunner and RunningBatch are never called with Queue.mu held. Helpers
+// named lockedX expect Queue.mu held.
+//
+// # Hardware changes
+//
+// When Admitter.Changed closes (the governor's hardware generation changed),
+// Run re-offers every task Rejected for hardware (HardwareRejection: NoGPU,
+// NoScratch, ExceedsCapacity; also one handed as terminal with such a
+// Task.TerminalReason): it goes back to Pending, in its FIFO place, through a
+// new entry (EventPhase Pending, reason HardwareChanged), unless the
+// Admitter is a Decider that still rejects it. InvalidSpec and
+// DependencyCycle are not re-offered. Wake lets whoever sees resources freed
+// (the prober) make the dispatcher scan at once (hardware.go).
 package queue

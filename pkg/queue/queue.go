@@ -428,6 +428,7 @@ func (q *Queue) Run(ctx context.Context) error {
 			return nil
 		case <-q.wake:
 		case <-changed:
+			q.reofferRejected()
 		case <-timeout:
 		}
 		t.Stop()

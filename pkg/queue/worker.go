@@ -89,6 +89,7 @@ func (q *Queue) work(e *entry) {
 			}
 		case outShrink:
 		}
+		q.awaitFresh(e)
 		switch q.sequenceBreak(e) {
 		case outCancelled:
 			q.finishCancelled(e)

@@ -39,6 +39,8 @@ type batchRunner struct {
 	killGrace time.Duration
 	tolerance float64
 	onGroup   func(groupNote)
+	// scratch creates a lease's directory before its batch starts.
+	scratch interface{ Create(dir string) error }
 
 	mu struct {
 		sync.Mutex
@@ -120,6 +122,11 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		return nil, fmt.Errorf("task %q: %w", qb.Task, err)
 	}
 	c := qb.Contract
+	if c.ScratchDir != "" && b.scratch != nil {
+		if err := b.scratch.Create(c.ScratchDir); err != nil {
+			return nil, fmt.Errorf("task %q: %w", qb.Task, err)
+		}
+	}
 	spec := runner.Spec{
 		Task:            qb.Task,
 		Command:         ri.command,

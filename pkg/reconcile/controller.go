@@ -20,6 +20,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -45,6 +46,8 @@ type Config struct {
 	MemoryTolerance float64
 	// Queue configures the queue.
 	Queue queue.Config
+	// ProbeInterval is how often the machine is probed (default 200 ms).
+	ProbeInterval time.Duration
 }
 
 // Metrics is what the controller reports to; nil-safe use through noMetrics.
@@ -79,8 +82,10 @@ type Deps struct {
 	Spool Spool
 	// Governor owns the budgets.
 	Governor *governor.Governor
-	// Snapshot probes the machine.
+	// Snapshot probes the machine; only the prober's goroutine calls it.
 	Snapshot SnapshotFunc
+	// Scratch creates and removes scratch lease directories; optional.
+	Scratch *scratch.Leases
 	// Metrics, optional.
 	Metrics Metrics
 	// Logger for transitions.
@@ -97,6 +102,8 @@ type Controller struct {
 	batches *batchRunner
 	metrics Metrics
 	inbox   *inbox
+	prober  *prober
+	scratch *scratch.Leases
 
 	// Owned by the Run goroutine.
 	entries map[string]*entry // by path
@@ -191,7 +198,7 @@ func New(cfg Config, deps Deps) *Controller {
 		c.metrics = noMetrics{}
 	}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
-	adm := &machine{gov: deps.Governor, snapshot: deps.Snapshot, workMemory: c.batches.workMemory, decisions: c.metrics, log: deps.Logger, minRefresh: 20 * time.Millisecond}
+	adm := c.newMachine(deps)
 	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }))
 	return c
 }
@@ -219,6 +226,7 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 	}
 	// Before anything runs again: what a crashed controller left dies.
 	killLeftovers(c.cfg.StateDir, c.log)
+	stopMachine := c.startMachine()
 	spoolCtx, stopSpool := context.WithCancel(context.Background())
 	defer stopSpool()
 	spoolErr := make(chan error, 1)
@@ -287,6 +295,7 @@ loop:
 	}
 	stopQueue()
 	<-queueDone
+	stopMachine()
 	c.applyInbox()
 	// The spool's goroutine is gone before Run returns; the versions it
 	// read last are applied (the queue is closed: only their statuses
@@ -693,6 +702,7 @@ func (c *Controller) enqueueFinished(e *entry) {
 	st := &e.status
 	qt := c.queueTask(e, st.QueueSeq, st.ObservedGeneration, st.Progress.ItemsTotal)
 	qt.Terminal = st.Phase
+	c.keepReofferable(e, &qt)
 	if _, err := c.queue.Replace(qt); err != nil {
 		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
 		return
@@ -838,6 +848,7 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 			}
 		case v1alpha1.PhasePending:
 			st.Reservation = nil
+			reoffered(st)
 		case v1alpha1.PhaseDone:
 			st.Reservation, st.ProcessGroup = nil, nil
 			st.CompletionTime = &now

@@ -74,6 +74,34 @@
 // reach the owner through the inbox (its mutex guards only the slice), so
 // the queue never waits for the owner.
 //
+// The machine. One prober goroutine (prober.go) is the only caller of the
+// probe: it hands the governor a snapshot at start, every ProbeInterval
+// (200 ms) and soon after a kick (at most every 20 ms). The queue's
+// Admitter (machine.go) turns Refresh into that kick, a non-blocking send on
+// a buffered(1) channel, so a scan or a sequence break decides on a snapshot
+// at most ProbeInterval old and the next decision on a fresh one; a snapshot
+// the governor says freed resources wakes the queue at once (Queue.Wake),
+// and a hardware change reaches it through Admitter.Changed, which also
+// re-offers the tasks rejected for hardware. A task a previous controller
+// rejected for hardware is handed to the queue with its reason and its
+// items (hardware.go), so the outcome does not depend on a restart.
+//
+// Scratch leases. The governor names a lease's directory; the batch adapter
+// creates it (package scratch) before the batch starts, the machine hands it
+// for removal when the reservation is released, and Run removes what a
+// crashed controller of the same spool left before anything runs.
+//
+// Locking. The Run goroutine holds no lock. Lock order, outermost first:
+// Queue.mu (the queue calls the machine, and the observer that pushes onto
+// the inbox, with it held) → Governor.mu, inbox.mu, scratch.Leases.mu (each a
+// leaf); batchRunner.mu → runner's Batch.mu (workMemory). The prober holds
+// no lock across the probe: it calls the SnapshotFunc, batchRunner.workMemory
+// and Governor.Update one after the other. No lock of the queue or of this
+// package is ever held across a probe, an exec or a file write: the machine's
+// methods only touch the governor and non-blocking hand-offs, batchRunner.Start
+// (which writes the items, group and lease files) runs on a queue worker
+// without Queue.mu, and status writes happen on the Run goroutine.
+//
 // What it never does: judge resources (the governor does), order tasks (the
 // queue does), or rewrite a file that is not parseable YAML (the spool
 // refuses to).

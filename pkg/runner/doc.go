@@ -10,7 +10,9 @@
 //     stderr, and an end line with the exit, the reason and the peak memory;
 //   - the environment: the controller's, then LARDON3D_TASK, _BATCH_INDEX,
 //     _BATCH_START, _BATCH_SIZE, _ITEMS_TOTAL, _ITEMS_FILE, _THREADS,
-//     _MEMORY_LIMIT, _SCRATCH_DIR (when set), OMP_NUM_THREADS,
+//     _MEMORY_LIMIT, _SCRATCH_DIR (when the contract leases scratch: the
+//     lease's directory, which the controller creates before the batch and
+//     removes at the lease's release; the runner only exports it), OMP_NUM_THREADS,
 //     OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and GOMAXPROCS (the contract's
 //     threads), then Spec.Env in order. $(VAR) in env values and in the
 //     command expands as in Kubernetes: "$$" escapes, an unknown reference

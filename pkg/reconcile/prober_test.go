@@ -1,0 +1,134 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+)
+
+// TestProberProbesAtStartOnTicksAndOnKicks steps a fake clock: the prober
+// probes once at start, once per interval, at once on a kick (at most every
+// probeMinGap; kicks in between coalesce), keeps the governor's last
+// snapshot when a probe fails, and wakes the queue (freed) only when a
+// snapshot freed resources.
+func TestProberProbesAtStartOnTicksAndOnKicks(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	probes := make(chan struct{}, 16)
+	var mu sync.Mutex // guards avail and fail
+	avail := 4 * gi
+	var fail error
+	set := func(a int64, err error) { mu.Lock(); avail, fail = a, err; mu.Unlock() }
+	snapshot := func() (governor.Snapshot, error) {
+		defer func() { probes <- struct{}{} }()
+		mu.Lock()
+		defer mu.Unlock()
+		if fail != nil {
+			return governor.Snapshot{}, fail
+		}
+		return governor.Snapshot{Taken: clk.Now(), MemTotal: 8 * gi, MemAvailable: avail, CPUs: 2}, nil
+	}
+	gov := governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
+	p := newProber(gov, snapshot, nil, zerolog.Nop(), clk, 100*time.Millisecond)
+	freed := make(chan struct{}, 16)
+	p.freed = func() { freed <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	probed := func(what string) {
+		t.Helper()
+		select {
+		case <-probes:
+		case <-time.After(guardTimeout):
+			t.Fatalf("no probe: %s", what)
+		}
+	}
+	none := func(what string) {
+		t.Helper()
+		select {
+		case <-probes:
+			t.Fatalf("unexpected probe: %s", what)
+		default:
+		}
+	}
+	probed("at start")
+	if !gov.Budgets().HaveSnapshot {
+		t.Fatal("the first probe did not reach the governor")
+	}
+	none("before the first tick")
+	clk.Step(100 * time.Millisecond)
+	probed("on the tick")
+
+	// A kick right after a probe waits for the minimum gap, then probes
+	// once for every kick made meanwhile.
+	p.Kick()
+	waitForGapTimer(t, clk)
+	p.Kick()
+	p.Kick()
+	clk.Step(probeMinGap)
+	probed("on the kicks, after the gap")
+	none("the kicks coalesce")
+
+	// A kick after the gap probes at once: no clock step needed.
+	clk.Step(probeMinGap)
+	p.Kick()
+	probed("on a kick after the gap")
+
+	// A failed probe keeps the last snapshot.
+	taken := gov.Budgets().Taken
+	set(4*gi, errors.New("meminfo: input/output error"))
+	clk.Step(100 * time.Millisecond)
+	probed("failing")
+	if got := gov.Budgets().Taken; !got.Equal(taken) {
+		t.Errorf("a failed probe changed the governor's snapshot: taken %v, was %v", got, taken)
+	}
+	set(4*gi, nil)
+
+	// Freed resources wake the queue; the same memory does not.
+	select {
+	case <-freed:
+		t.Fatal("woke the queue without freed resources")
+	default:
+	}
+	set(6*gi, nil)
+	clk.Step(100 * time.Millisecond)
+	probed("with more memory")
+	select {
+	case <-freed:
+	case <-time.After(guardTimeout):
+		t.Fatal("2GiB freed did not wake the queue")
+	}
+
+	// WaitFresh (the queue's, between a batch and its sequence break)
+	// returns once a probe started after the call reached the governor.
+	clk.Step(probeMinGap)
+	ret := make(chan struct{})
+	go func() { defer close(ret); p.WaitFresh(context.Background()) }()
+	probed("for WaitFresh")
+	select {
+	case <-ret:
+	case <-time.After(guardTimeout):
+		t.Fatal("WaitFresh did not return after a fresh probe")
+	}
+}
+
+// waitForGapTimer blocks until the prober waits on its gap timer (the
+// ticker is always a waiter: a second one is the timer).
+func waitForGapTimer(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(guardTimeout)
+	for clk.Waiters() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the prober never waited for the gap")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
