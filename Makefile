@@ -33,7 +33,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 unit: build
-	RAPID_SEED=$(RAPID_SEED) LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -timeout 15m ./...
+	RAPID_SEED=$(RAPID_SEED) LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -timeout 15m ./...
 
 ## test-random: the property and randomized tests with fresh seeds (on purpose, not in CI)
 test-random: build
