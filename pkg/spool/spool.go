@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +22,19 @@ var ErrSharedSpool = errors.New("spool directory is writable by group or others"
 // ErrOutsideSpool reports a path that is not a manifest of this spool.
 var ErrOutsideSpool = errors.New("path is not in the spool directory")
 
+// ErrDeferred is wrapped by a WriteStatus error when the write could not
+// be made now (the file is held open for writing, or is gone for the
+// moment, as during an editor's save) and will be made by the spool when
+// the file is closed or reappears. The latest status of a path wins.
+var ErrDeferred = errors.New("write-back deferred")
+
 // Defaults of Options.
 const (
-	DefaultRelist = 10 * time.Second
-	DefaultSettle = 300 * time.Millisecond
+	DefaultRelist         = 10 * time.Second
+	DefaultSettle         = 300 * time.Millisecond
+	DefaultDeleteGrace    = 3 * time.Second
+	DefaultBusyWait       = 50 * time.Millisecond
+	DefaultDisplacedGrace = 100 * time.Millisecond
 )
 
 // Options tune a Spool; zero fields take the defaults.
@@ -39,6 +49,16 @@ type Options struct {
 	Settle time.Duration
 	// MaxFileSize is the largest manifest read (default 1 MiB).
 	MaxFileSize int64
+	// DeleteGrace is how long a vanished manifest may take to reappear
+	// (an editor's save) or to show up under another file name with the
+	// same metadata.name (a rename) before Deleted is emitted (default 3 s).
+	DeleteGrace time.Duration
+	// BusyWait is how long a write-back waits for a writer holding the
+	// manifest open to close it (default 50 ms); then it is deferred.
+	BusyWait time.Duration
+	// DisplacedGrace is how long the version a write-back displaced is
+	// kept open and watched for writes that still reach it (default 100 ms).
+	DisplacedGrace time.Duration
 	// Clock drives the relist ticker and the settle timers (default: real).
 	Clock clock.WithTicker
 	// Logger receives the reasons files are ignored (the zero value
@@ -57,7 +77,9 @@ const (
 	// Modified: a new parseable version of a file already Added. Task is
 	// non-nil; Err is set when it is invalid.
 	Modified
-	// Deleted: the file is gone (or is now ignored). Only Path and Name are set.
+	// Deleted: the file is gone (or is now ignored). Only Path and Name are
+	// set. A manifest that vanishes is reported Deleted only after
+	// Options.DeleteGrace, if it has not come back meanwhile.
 	Deleted
 	// Invalid: the file is not parseable YAML and stayed so for the settle
 	// period. Task is nil; Err is the *v1alpha1.SyntaxError. It does not
@@ -68,6 +90,11 @@ const (
 	// Synced: the first listing is complete; every manifest present when
 	// Run started was reported before it. Sent once; only Type is set.
 	Synced
+	// Renamed: the manifest that was at OldPath (Added, then vanished
+	// less than Options.DeleteGrace ago) is now at Path, with the same
+	// metadata.name. Task, Data and Err are those of the file at Path; no
+	// Deleted follows for OldPath.
+	Renamed
 )
 
 // String returns the type's name.
@@ -85,6 +112,8 @@ func (t EventType) String() string {
 		return "Refused"
 	case Synced:
 		return "Synced"
+	case Renamed:
+		return "Renamed"
 	default:
 		return fmt.Sprintf("EventType(%d)", int(t))
 	}
@@ -97,6 +126,8 @@ type Event struct {
 	Type EventType
 	// Path is the manifest's path (spool directory joined with its name).
 	Path string
+	// OldPath is where a Renamed manifest was.
+	OldPath string
 	// Name is the file's base name without its extension.
 	Name string
 	// Data is the bytes read (nil for Deleted).
@@ -114,15 +145,29 @@ type Event struct {
 // may be called from any goroutine.
 type Spool struct {
 	dir    string
+	root   *root
 	opts   Options
 	log    zerolog.Logger
 	events chan Event
 	euid   int
+	stats  editStats
+	// retry carries paths whose deferred write-back may succeed now.
+	retry chan string
 
-	// mu guards locks, the per-path write-back locks. Lock order: mu, then
-	// a path lock is taken only after mu is released (never both held).
-	mu    sync.Mutex
-	locks map[string]*pathLock
+	// mu guards locks (the per-path write-back locks), deferred, lastEdit
+	// and running. Lock order: a path lock, then mu; a path lock is never
+	// taken while mu is held. kmu is taken alone.
+	mu       sync.Mutex
+	locks    map[string]*pathLock
+	deferred map[string]editFunc
+	lastEdit map[string]editFunc
+	running  bool
+
+	// kmu guards kept and keeperOn, the displaced inodes under watch.
+	kmu      sync.Mutex
+	kept     []*kept
+	keeperOn bool
+	keepers  sync.WaitGroup
 }
 
 // pathLock serialises the write-backs of one path.
@@ -161,15 +206,40 @@ func Open(dir string, opts Options) (*Spool, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.DeleteGrace <= 0 {
+		opts.DeleteGrace = DefaultDeleteGrace
+	}
+	if opts.BusyWait <= 0 {
+		opts.BusyWait = DefaultBusyWait
+	}
+	if opts.DisplacedGrace <= 0 {
+		opts.DisplacedGrace = DefaultDisplacedGrace
+	}
+	r, err := openRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
 	log := opts.Logger
 	return &Spool{
-		dir:    abs,
-		opts:   opts,
-		log:    log.With().Str("spool", abs).Logger(),
-		events: make(chan Event, 256),
-		euid:   os.Geteuid(),
-		locks:  map[string]*pathLock{},
+		dir:      abs,
+		root:     r,
+		opts:     opts,
+		log:      log.With().Str("spool", abs).Logger(),
+		events:   make(chan Event, 256),
+		euid:     os.Geteuid(),
+		retry:    make(chan string, 64),
+		locks:    map[string]*pathLock{},
+		deferred: map[string]editFunc{},
+		lastEdit: map[string]editFunc{},
 	}, nil
+}
+
+// Close waits until the versions displaced by write-backs are out of
+// their grace period (merging what reached them), then releases the spool
+// directory. REQUIRES: no write-back in progress or to come.
+func (s *Spool) Close() {
+	s.keepers.Wait()
+	s.root.close()
 }
 
 // Dir returns the spool directory's absolute path.
@@ -183,8 +253,19 @@ func (s *Spool) Events() <-chan Event { return s.events }
 // concurrent user edit (see EditFile). A file that is not a YAML mapping is
 // never rewritten (the error wraps ErrNotRewritable). Safe for concurrent
 // use; write-backs of the same path are serialised.
+//
+// When a writer holds the file open for writing for longer than
+// Options.BusyWait, or the file is gone for the moment, and Run is
+// running, the write is deferred (the error wraps ErrDeferred) and made by
+// the spool once the file is closed or back; a later WriteStatus of the
+// same path replaces it, a Deleted or Renamed event drops it.
 func (s *Spool) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
-	return s.edit(path, func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) })
+	edit := func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) }
+	err := s.edit(path, edit)
+	if (errors.Is(err, ErrBusy) || errors.Is(err, fs.ErrNotExist)) && s.deferEdit(path, edit) {
+		return fmt.Errorf("%w: %w", ErrDeferred, err)
+	}
+	return err
 }
 
 // SetPaused sets spec.paused in the manifest at path (see SetSpecPaused),
@@ -203,10 +284,109 @@ func (s *Spool) edit(path string, edit func([]byte) ([]byte, error)) error {
 	}
 	l := s.lock(abs)
 	defer s.unlock(abs, l)
-	if err := editFile(abs, s.opts.MaxFileSize, edit, nil); err != nil {
+	s.mu.Lock()
+	s.lastEdit[abs] = edit
+	s.mu.Unlock()
+	if err := s.editFile(abs, edit); err != nil {
 		return fmt.Errorf("write-back: %w", err)
 	}
+	s.mu.Lock()
+	delete(s.deferred, abs) // superseded
+	s.mu.Unlock()
 	return nil
+}
+
+// lastEditOf returns the edit last applied to path (the one a merge
+// re-applies), nil if none.
+func (s *Spool) lastEditOf(path string) editFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastEdit[path]
+}
+
+// deferEdit records edit as path's deferred write-back when Run runs.
+func (s *Spool) deferEdit(path string, edit editFunc) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return false
+	}
+	s.deferred[abs] = edit
+	return true
+}
+
+// kick asks for path's deferred write-back, if any, to be tried again.
+func (s *Spool) kick(path string) {
+	s.mu.Lock()
+	_, ok := s.deferred[path]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case s.retry <- path:
+	default: // the periodic retry will get it
+	}
+}
+
+// dropDeferred forgets path's deferred write-back and its last edit (the
+// file is gone for good, or moved).
+func (s *Spool) dropDeferred(path string) {
+	s.mu.Lock()
+	delete(s.deferred, path)
+	delete(s.lastEdit, path)
+	s.mu.Unlock()
+}
+
+// retryDeferred makes path's deferred write-back, if it is still due.
+func (s *Spool) retryDeferred(path string) {
+	s.mu.Lock()
+	edit := s.deferred[path]
+	s.mu.Unlock()
+	if edit == nil {
+		return
+	}
+	err := s.edit(path, edit)
+	if err == nil {
+		s.log.Debug().Str("file", filepath.Base(path)).Msg("deferred write-back made")
+		return
+	}
+	if !errors.Is(err, ErrBusy) && !errors.Is(err, fs.ErrNotExist) {
+		s.mu.Lock()
+		if s.deferred[path] != nil {
+			delete(s.deferred, path)
+			s.log.Warn().Err(err).Str("file", filepath.Base(path)).Msg("deferred write-back failed")
+		}
+		s.mu.Unlock()
+	}
+}
+
+// retryLoop makes deferred write-backs when kicked, and every period.
+func (s *Spool) retryLoop(done <-chan struct{}, period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case path := <-s.retry:
+			s.retryDeferred(path)
+		case <-tick.C:
+			s.mu.Lock()
+			paths := make([]string, 0, len(s.deferred))
+			for p := range s.deferred {
+				paths = append(paths, p)
+			}
+			s.mu.Unlock()
+			for _, p := range paths {
+				s.retryDeferred(p)
+			}
+		}
+	}
 }
 
 func (s *Spool) lock(path string) *pathLock {
