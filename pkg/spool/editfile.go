@@ -83,7 +83,6 @@ func readVersion(f *os.File, max int64) (FileIdentity, []byte, *syscall.Stat_t, 
 	return id, data, st, nil
 }
 
-
 // ErrBusy reports a write-back that found the manifest held open for
 // writing by another process for longer than Options.BusyWait.
 var ErrBusy = errors.New("manifest is held open for writing by another process")
