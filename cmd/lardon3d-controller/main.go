@@ -46,11 +46,11 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.err != nil {
-				fmt.Fprintln(stderr, "error:", ee.err)
+				fmt.Fprintln(stderr, "error:", safeText(ee.err.Error()))
 			}
 			return ee.code
 		}
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", safeText(err.Error()))
 		return 2
 	}
 	return 0
