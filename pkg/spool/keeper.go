@@ -131,7 +131,7 @@ func (s *Spool) settleKept(k *kept) {
 		return
 	}
 	appended, isAppend := bytes.CutPrefix(d, k.base)
-	err = s.edit(k.path, func(cur []byte) ([]byte, error) {
+	err = s.editAs(k.path, func(cur []byte) ([]byte, error) {
 		var cand []byte
 		switch {
 		case bytes.Equal(userContent(cur), k.liveUser):
@@ -147,7 +147,7 @@ func (s *Spool) settleKept(k *kept) {
 			}
 		}
 		return cand, nil // not rewritable: the user's bytes as they are
-	})
+	}, false)
 	if err == nil {
 		s.stats.Merges.Add(1)
 		s.log.Info().Str("file", filepath.Base(k.path)).Msg("a write reached the version a write-back displaced; merged back")

@@ -102,11 +102,10 @@ func (l *ControllerLock) Unlock() {
 // holderOf finds the PID holding the lock: the flock owner of the spool
 // directory in /proc/locks, else the PID written in the lock file.
 func holderOf(spoolDir, lockPath string) int {
-	if fi, err := os.Stat(spoolDir); err == nil {
-		if st, ok := fi.Sys().(*unix.Stat_t); ok {
-			if pid := flockHolder(fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)); pid > 0 {
-				return pid
-			}
+	var st unix.Stat_t
+	if unix.Stat(spoolDir, &st) == nil {
+		if pid := flockHolder(fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)); pid > 0 {
+			return pid
 		}
 	}
 	data, err := os.ReadFile(lockPath)

@@ -274,7 +274,15 @@ func (s *Spool) SetPaused(path string, paused bool) error {
 	return s.edit(path, func(b []byte) ([]byte, error) { return SetSpecPaused(b, paused) })
 }
 
+// edit applies edit to the manifest at path under its path lock, and
+// records it as the path's last edit (the one a merge re-applies).
 func (s *Spool) edit(path string, edit func([]byte) ([]byte, error)) error {
+	return s.editAs(path, edit, true)
+}
+
+// editAs is edit; a merge (record false) is neither recorded nor
+// supersedes a deferred write-back.
+func (s *Spool) editAs(path string, edit func([]byte) ([]byte, error), record bool) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("edit %s: %w", path, err)
@@ -284,15 +292,19 @@ func (s *Spool) edit(path string, edit func([]byte) ([]byte, error)) error {
 	}
 	l := s.lock(abs)
 	defer s.unlock(abs, l)
-	s.mu.Lock()
-	s.lastEdit[abs] = edit
-	s.mu.Unlock()
+	if record {
+		s.mu.Lock()
+		s.lastEdit[abs] = edit
+		s.mu.Unlock()
+	}
 	if err := s.editFile(abs, edit); err != nil {
 		return fmt.Errorf("write-back: %w", err)
 	}
-	s.mu.Lock()
-	delete(s.deferred, abs) // superseded
-	s.mu.Unlock()
+	if record {
+		s.mu.Lock()
+		delete(s.deferred, abs) // superseded
+		s.mu.Unlock()
+	}
 	return nil
 }
 
