@@ -133,7 +133,10 @@ func (s *Spool) editFile(path string, edit editFunc) error {
 	var busySince time.Time
 	for attempt := 0; attempt < maxEditAttempts; {
 		s.stats.Rounds.Add(1)
-		res, err := s.editOnce(path, edit)
+		// After two rounds lost to a writer, take the lease before reading:
+		// a writer that starts then waits for this round (a few ms) instead
+		// of this round retrying behind a writer that never stops.
+		res, err := s.editOnce(path, edit, attempt >= 2)
 		if err != nil {
 			return err
 		}
@@ -158,8 +161,9 @@ func (s *Spool) editFile(path string, edit editFunc) error {
 	return fmt.Errorf("edit %s: %w (%d attempts)", path, ErrConflict, maxEditAttempts)
 }
 
-// editOnce runs one round (see the package doc, "Write-back").
-func (s *Spool) editOnce(path string, edit editFunc) (roundResult, error) {
+// editOnce runs one round (see the package doc, "Write-back"); with
+// leaseFirst the read lease is taken before the file is read.
+func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResult, error) {
 	t, f, err := s.root.openFile(filepath.Base(path))
 	if err != nil {
 		return 0, fmt.Errorf("edit %s: %w", path, err)
@@ -171,6 +175,19 @@ func (s *Spool) editOnce(path string, edit editFunc) (roundResult, error) {
 			_ = f.Close()
 		}
 	}()
+	lease := leaseResult(0)
+	if leaseFirst {
+		if lease = takeLease(f); lease == leaseBusy {
+			return roundBusy, nil
+		}
+		if lease == leaseGranted {
+			defer func() {
+				if !kept {
+					releaseLease(f)
+				}
+			}()
+		}
+	}
 	read, data, st, err := readVersion(f, s.opts.MaxFileSize)
 	if err != nil {
 		return 0, fmt.Errorf("edit %s: %w", path, err)
@@ -194,18 +211,19 @@ func (s *Spool) editOnce(path string, edit editFunc) (roundResult, error) {
 	}()
 	// The lease: from here on, nobody can start writing into the version
 	// read without the kernel telling us (and waiting for us).
-	lease := takeLease(f)
-	if lease == leaseBusy {
-		return roundBusy, nil
+	if !leaseFirst {
+		if lease = takeLease(f); lease == leaseBusy {
+			return roundBusy, nil
+		}
+		if lease == leaseGranted {
+			defer func() {
+				if !kept {
+					releaseLease(f)
+				}
+			}()
+		}
 	}
 	leased := lease == leaseGranted
-	if leased {
-		defer func() {
-			if !kept {
-				releaseLease(f)
-			}
-		}()
-	}
 	// Our version, leased too, so that we know whether it may be swapped
 	// back out if that is needed.
 	var ours *os.File
@@ -220,9 +238,15 @@ func (s *Spool) editOnce(path string, edit editFunc) (roundResult, error) {
 		}
 	}
 	// Is the file still what we read, and is nobody starting to write it?
-	if !stillVersion(t.parent, t.leaf, f, read, s.opts.MaxFileSize) || (leased && leaseBroken(f)) {
+	// A writer waiting for the lease goes first: this round gives way
+	// (busy, bounded by BusyWait) rather than displace what it will write.
+	if !stillVersion(t.parent, t.leaf, f, read, s.opts.MaxFileSize) {
 		s.stats.PreConflicts.Add(1)
 		return roundRetry, nil
+	}
+	if leased && leaseBroken(f) {
+		s.stats.PreConflicts.Add(1)
+		return roundBusy, nil
 	}
 	err = unix.Renameat2(t.parent, tmp, t.parent, t.leaf, unix.RENAME_EXCHANGE)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
@@ -301,7 +325,8 @@ func stillVersion(dirfd int, name string, f *os.File, want FileIdentity, max int
 var tmpPattern = regexp.MustCompile(`^\..+\.lardon3d-[0-9a-f]{12}\.tmp$`)
 
 // writeTemp writes data to a new dotfile in the directory dirfd with the
-// mode and owner of st, fsynced, and returns its name and inode.
+// mode, owner and modification time of st, fsynced, and returns its name
+// and inode.
 func writeTemp(dirfd int, base string, data []byte, st *syscall.Stat_t) (string, uint64, error) {
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -320,6 +345,12 @@ func writeTemp(dirfd int, base string, data []byte, st *syscall.Stat_t) (string,
 	}
 	if _, err := f.Write(data); err != nil {
 		return fail(fmt.Errorf("write temp: %w", err))
+	}
+	// The modification time stays the user's: an editor holding the file
+	// (vim, emacs compare it before saving) does not take a status write
+	// for a change of the text it is editing, and refuse or mangle its save.
+	if err := unix.UtimesNanoAt(dirfd, name, []unix.Timespec{{Sec: st.Atim.Sec, Nsec: st.Atim.Nsec}, {Sec: st.Mtim.Sec, Nsec: st.Mtim.Nsec}}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fail(fmt.Errorf("keep modification time: %w", err))
 	}
 	if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
 		return fail(fmt.Errorf("keep owner %d:%d: %w", st.Uid, st.Gid, err))
