@@ -227,15 +227,11 @@ func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResu
 	// Our version, leased too, so that we know whether it may be swapped
 	// back out if that is needed.
 	var ours *os.File
-	if leased {
-		if fd, err := unix.Openat(t.parent, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-			ours = os.NewFile(uintptr(fd), tmp)
-			defer ours.Close()
-			if takeLease(ours) != leaseGranted {
-				_ = ours.Close()
-				ours = nil
-			}
-		}
+	oursLeased := false
+	if fd, err := unix.Openat(t.parent, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		ours = os.NewFile(uintptr(fd), tmp)
+		defer func() { _ = ours.Close() }()
+		oursLeased = leased && takeLease(ours) == leaseGranted
 	}
 	// Is the file still what we read, and is nobody starting to write it?
 	// A writer waiting for the lease goes first: this round gives way
@@ -297,13 +293,21 @@ func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResu
 		removeTmp = false
 		return 0, fmt.Errorf("edit %s: %w: concurrent replacements, a version is kept as %s", path, ErrConflict, tmp)
 	}
-	if ours != nil && leaseBroken(ours) {
-		// And someone opened our version for writing between the two swaps:
-		// the keeper merges what they write into the manifest.
-		releaseLease(ours)
-		dup, err := unix.Dup(int(ours.Fd()))
-		if err == nil {
-			s.keepAs(path, os.NewFile(uintptr(dup), tmp), keepBroken, out, userContent(data))
+	if ours != nil {
+		// Did someone open our version for writing between the two swaps?
+		// The keeper then merges what they write into the manifest.
+		mode := keepMode(0)
+		switch {
+		case oursLeased && leaseBroken(ours):
+			releaseLease(ours)
+			mode = keepBroken
+		case !oursLeased:
+			mode = keepUnleased // compared at the end of the grace period
+		}
+		if mode != 0 {
+			if dup, err := unix.Dup(int(ours.Fd())); err == nil {
+				s.keepAs(path, os.NewFile(uintptr(dup), tmp), mode, out, userContent(data))
+			}
 		}
 	}
 	return roundRetry, syncDir(t.parent)
