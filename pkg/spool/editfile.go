@@ -305,7 +305,7 @@ func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResu
 			mode = keepUnleased // compared at the end of the grace period
 		}
 		if mode != 0 {
-			if dup, err := unix.Dup(int(ours.Fd())); err == nil {
+			if dup, err := dupCloexec(int(ours.Fd())); err == nil {
 				s.keepAs(path, os.NewFile(uintptr(dup), tmp), mode, out, userContent(data))
 			}
 		}

@@ -164,7 +164,7 @@ func (r *root) inside(dirRel, dest string) (string, bool) {
 // openDir opens the directory dirRel ("" or "a/b/") under the root, one
 // component at a time with O_NOFOLLOW, each owned by an allowed user.
 func (r *root) openDir(dirRel string) (int, error) {
-	fd, err := unix.Dup(r.fd)
+	fd, err := dupCloexec(r.fd)
 	if err != nil {
 		return -1, err
 	}
@@ -308,4 +308,10 @@ func ReadManifest(dir, name string, max int64) ([]byte, error) {
 	defer f.Close()
 	_, data, _, err := readVersion(f, max)
 	return data, err
+}
+
+// dupCloexec duplicates fd close-on-exec, so that no batch the controller
+// starts inherits it (unix.Dup would not set the flag).
+func dupCloexec(fd int) (int, error) {
+	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 }
