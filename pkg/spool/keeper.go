@@ -61,6 +61,14 @@ func (s *Spool) keepAs(path string, f *os.File, mode keepMode, base, liveUser []
 	now := time.Now()
 	s.kmu.Lock()
 	defer s.kmu.Unlock()
+	if s.closing && !s.keeperOn {
+		// Closing: nobody will watch it (only a write-back racing Close).
+		if mode == keepLeased {
+			releaseLease(f)
+		}
+		_ = f.Close()
+		return
+	}
 	s.kept = append(s.kept, &kept{path: path, f: f, mode: mode, base: base, liveUser: liveUser, until: now.Add(s.opts.DisplacedGrace), since: now})
 	if !s.keeperOn {
 		s.keeperOn = true

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -163,11 +164,17 @@ type Spool struct {
 	lastEdit map[string]editFunc
 	running  bool
 
-	// kmu guards kept and keeperOn, the displaced inodes under watch.
+	// kmu guards kept, keeperOn and closing: the displaced inodes under
+	// watch, and whether Close began (no keeper starts after it).
 	kmu      sync.Mutex
 	kept     []*kept
 	keeperOn bool
+	closing  bool
 	keepers  sync.WaitGroup
+
+	// started is set by Run; runDone is closed when Run returns.
+	started atomic.Bool
+	runDone chan struct{}
 }
 
 // pathLock serialises the write-backs of one path.
@@ -231,13 +238,21 @@ func Open(dir string, opts Options) (*Spool, error) {
 		locks:    map[string]*pathLock{},
 		deferred: map[string]editFunc{},
 		lastEdit: map[string]editFunc{},
+		runDone:  make(chan struct{}),
 	}, nil
 }
 
-// Close waits until the versions displaced by write-backs are out of
-// their grace period (merging what reached them), then releases the spool
-// directory. REQUIRES: no write-back in progress or to come.
+// Close waits for Run to return (its context must be ended) and for the
+// versions displaced by write-backs to be out of their grace period
+// (merging what reached them), then releases the spool directory. A
+// write-back after Close fails.
 func (s *Spool) Close() {
+	if s.started.Load() {
+		<-s.runDone
+	}
+	s.kmu.Lock()
+	s.closing = true
+	s.kmu.Unlock()
 	s.keepers.Wait()
 	s.root.close()
 }

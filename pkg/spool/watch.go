@@ -88,6 +88,8 @@ type watcher struct {
 // called once, by the only controller of the spool (see Lock). It returns
 // nil when ctx ends, an error when the directory cannot be watched.
 func (s *Spool) Run(ctx context.Context) error {
+	s.started.Store(true)
+	defer close(s.runDone)
 	defer close(s.events)
 	s.removeLeftovers()
 	dw, err := watchDir(s.dir)
@@ -98,10 +100,14 @@ func (s *Spool) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.running = true
 	s.mu.Unlock()
-	retryDone := make(chan struct{})
-	go s.retryLoop(retryDone, time.Second)
+	retryDone, retryExited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(retryExited)
+		s.retryLoop(retryDone, time.Second)
+	}()
 	defer func() {
 		close(retryDone)
+		<-retryExited
 		s.mu.Lock()
 		s.running = false
 		s.mu.Unlock()
