@@ -354,9 +354,7 @@ func (c *Controller) moveEntry(from, to string) {
 	if c.byName[e.name] == from {
 		c.byName[e.name] = to
 	}
-	if _, ok := c.dirty[from]; ok {
-		delete(c.dirty, from)
-	}
+	delete(c.dirty, from)
 	for _, d := range c.entries {
 		if d.duplicateOf == from {
 			d.duplicateOf = to

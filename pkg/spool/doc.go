@@ -112,8 +112,8 @@
 // so that a stream of writers cannot starve the write-back: a writer that
 // starts then waits for the round (milliseconds). A round busy for longer
 // than Options.BusyWait (50 ms) ends with ErrBusy; WriteStatus then defers
-// the write (ErrDeferred), as when the file is gone for a moment (an
-// editor's save), and Run's retry goroutine makes it when the watcher sees
+// the write (ErrDeferred), as after maxEditAttempts lost rounds
+// (ErrConflict) or when the file is gone for a moment (an editor's save), and Run's retry goroutine makes it when the watcher sees
 // the file closed or back, or within a second. The latest status wins.
 //
 // The keeper watches each displaced inode for Options.DisplacedGrace

@@ -24,9 +24,10 @@ var ErrSharedSpool = errors.New("spool directory is writable by group or others"
 var ErrOutsideSpool = errors.New("path is not in the spool directory")
 
 // ErrDeferred is wrapped by a WriteStatus error when the write could not
-// be made now (the file is held open for writing, or is gone for the
-// moment, as during an editor's save) and will be made by the spool when
-// the file is closed or reappears. The latest status of a path wins.
+// be made now (the file is held open for writing, keeps changing, or is
+// gone for the moment, as during an editor's save) and will be made by the
+// spool when the file is closed or reappears, or within a second. The
+// latest status of a path wins.
 var ErrDeferred = errors.New("write-back deferred")
 
 // Defaults of Options.
@@ -270,14 +271,14 @@ func (s *Spool) Events() <-chan Event { return s.events }
 // use; write-backs of the same path are serialised.
 //
 // When a writer holds the file open for writing for longer than
-// Options.BusyWait, or the file is gone for the moment, and Run is
-// running, the write is deferred (the error wraps ErrDeferred) and made by
+// Options.BusyWait, or keeps changing it (ErrConflict), or the file is
+// gone for the moment, and Run is running, the write is deferred (the error wraps ErrDeferred) and made by
 // the spool once the file is closed or back; a later WriteStatus of the
 // same path replaces it, a Deleted or Renamed event drops it.
 func (s *Spool) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
 	edit := func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) }
 	err := s.edit(path, edit)
-	if (errors.Is(err, ErrBusy) || errors.Is(err, fs.ErrNotExist)) && s.deferEdit(path, edit) {
+	if (errors.Is(err, ErrBusy) || errors.Is(err, ErrConflict) || errors.Is(err, fs.ErrNotExist)) && s.deferEdit(path, edit) {
 		return fmt.Errorf("%w: %w", ErrDeferred, err)
 	}
 	return err
@@ -382,7 +383,7 @@ func (s *Spool) retryDeferred(path string) {
 		s.log.Debug().Str("file", filepath.Base(path)).Msg("deferred write-back made")
 		return
 	}
-	if !errors.Is(err, ErrBusy) && !errors.Is(err, fs.ErrNotExist) {
+	if !errors.Is(err, ErrBusy) && !errors.Is(err, ErrConflict) && !errors.Is(err, fs.ErrNotExist) {
 		s.mu.Lock()
 		if s.deferred[path] != nil {
 			delete(s.deferred, path)
