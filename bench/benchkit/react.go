@@ -27,6 +27,7 @@ func react(args []string) error {
 	results := fs.String("results", "", "results file")
 	perDrop := fs.Duration("timeout", 10*time.Second, "give up on a drop after this long")
 	prefix := fs.String("prefix", "react", "manifest name prefix (each drop needs a new name)")
+	direct := fs.Bool("direct", false, "write each manifest in place in one go (open, write, close) instead of renaming a temporary file into place")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,13 +47,22 @@ func react(args []string) error {
 	for i := 0; i < *n; i++ {
 		name := fmt.Sprintf("%s-%04d", *prefix, i)
 		final := filepath.Join(*spool, name+".yaml")
-		tmp := filepath.Join(*spool, "."+name+".yaml.tmp")
-		if err := os.WriteFile(tmp, []byte(workload.TrivialManifest(name, "/bin/true")), 0o644); err != nil {
-			return fmt.Errorf("react: %w", err)
-		}
-		t0 := time.Now()
-		if err := os.Rename(tmp, final); err != nil {
-			return fmt.Errorf("react: %w", err)
+		body := []byte(workload.TrivialManifest(name, "/bin/true"))
+		var t0 time.Time
+		if *direct {
+			t0 = time.Now()
+			if err := os.WriteFile(final, body, 0o644); err != nil {
+				return fmt.Errorf("react: %w", err)
+			}
+		} else {
+			tmp := filepath.Join(*spool, "."+name+".yaml.tmp")
+			if err := os.WriteFile(tmp, body, 0o644); err != nil {
+				return fmt.Errorf("react: %w", err)
+			}
+			t0 = time.Now()
+			if err := os.Rename(tmp, final); err != nil {
+				return fmt.Errorf("react: %w", err)
+			}
 		}
 		run, done, seen := waitPhases(w, final, t0, *perDrop)
 		if seen {

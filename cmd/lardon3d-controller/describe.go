@@ -39,31 +39,48 @@ func newDescribeCommand(g *globals) *cobra.Command {
 	}
 }
 
+// describe prints a task's story. Every value from the file (or its
+// name) is escaped (cell), and the whole text again (safeText).
 func describe(w io.Writer, f manifestFile, now time.Time) {
+	var buf strings.Builder
+	describeTo(&buf, f, now)
+	fmt.Fprint(w, safeText(buf.String()))
+}
+
+func describeTo(w io.Writer, f manifestFile, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "Name:\t%s\n", f.name())
-	fmt.Fprintf(tw, "File:\t%s\n", f.path)
+	fmt.Fprintf(tw, "Name:\t%s\n", cell(f.name()))
+	fmt.Fprintf(tw, "File:\t%s\n", cell(f.path))
 	if f.unparseable() {
-		fmt.Fprintf(tw, "Phase:\tInvalid (the file is not parseable YAML and is never rewritten)\n")
-		fmt.Fprintf(tw, "Error:\t%v\n", f.err)
+		fmt.Fprintf(tw, "Phase:\tInvalid (the file is not parseable YAML or cannot be read, and is never rewritten)\n")
+		fmt.Fprintf(tw, "Error:\t%s\n", cell(fmt.Sprint(f.err)))
 		return
 	}
 	t := f.task
 	sp, st := t.Spec, t.Status
 	if f.err != nil {
-		fmt.Fprintf(tw, "Errors:\t%s\n", strings.ReplaceAll(f.err.Error(), "\n", "\n\t"))
+		lines := strings.Split(f.err.Error(), "\n")
+		for i := range lines {
+			lines[i] = cell(lines[i])
+		}
+		if st.Phase == "" {
+			fmt.Fprintf(tw, "Phase:\tInvalid (refused; the controller cannot write a status into this file)\n")
+		}
+		fmt.Fprintf(tw, "Errors:\t%s\n", strings.Join(lines, "\n\t"))
 	}
-	fmt.Fprintf(tw, "Phase:\t%s\n", orDash(string(st.Phase)))
+	if st.Phase != "" || f.err == nil {
+		fmt.Fprintf(tw, "Phase:\t%s\n", cell(orDash(string(st.Phase))))
+	}
 	fmt.Fprintf(tw, "Generation:\t%d observed\n", st.ObservedGeneration)
-	fmt.Fprintf(tw, "Class:\t%s\n", orDash(string(sp.Class)))
-	fmt.Fprintf(tw, "Command:\t%s\n", strings.Join(sp.Command, " "))
+	fmt.Fprintf(tw, "Class:\t%s\n", cell(orDash(string(sp.Class))))
+	fmt.Fprintf(tw, "Command:\t%s\n", cell(strings.Join(sp.Command, " ")))
 	if sp.WorkingDir != "" {
-		fmt.Fprintf(tw, "Working dir:\t%s\n", sp.WorkingDir)
+		fmt.Fprintf(tw, "Working dir:\t%s\n", cell(sp.WorkingDir))
 	}
-	fmt.Fprintf(tw, "Items:\t%s\n", itemsSummary(sp.Items))
+	fmt.Fprintf(tw, "Items:\t%s\n", cell(itemsSummary(sp.Items)))
 	if len(sp.DependsOn) > 0 {
-		fmt.Fprintf(tw, "Depends on:\t%s\n", strings.Join(sp.DependsOn, ", "))
+		fmt.Fprintf(tw, "Depends on:\t%s\n", cell(strings.Join(sp.DependsOn, ", ")))
 	}
 	r := sp.Resources
 	fmt.Fprintf(tw, "Estimate:\tfixed %s + %s per item + %s per thread; batch %d..%d; threads %d (min %d); io slots %d; gpu slots %d\n",
@@ -93,7 +110,7 @@ func describe(w io.Writer, f manifestFile, now time.Time) {
 			line += fmt.Sprintf(", exit %d", *lb.ExitCode)
 		}
 		if lb.Reason != "" {
-			line += ", " + lb.Reason
+			line += ", " + cell(lb.Reason)
 		}
 		if lb.PeakMemory != nil {
 			line += ", peak " + lb.PeakMemory.String()
@@ -107,12 +124,12 @@ func describe(w io.Writer, f manifestFile, now time.Time) {
 		fmt.Fprintf(tw, "Completed:\t%s\n", st.CompletionTime.Format(time.RFC3339))
 	}
 	if st.LogFile != "" {
-		fmt.Fprintf(tw, "Log:\t%s\n", st.LogFile)
+		fmt.Fprintf(tw, "Log:\t%s\n", cell(st.LogFile))
 	}
 	if len(st.Conditions) > 0 {
 		fmt.Fprintf(tw, "Conditions:\n  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE\n")
 		for _, c := range st.Conditions {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, now.Sub(c.LastTransitionTime.Time).Round(time.Second), c.Message)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cell(c.Type), cell(string(c.Status)), cell(c.Reason), now.Sub(c.LastTransitionTime.Time).Round(time.Second), cell(c.Message))
 		}
 	}
 }

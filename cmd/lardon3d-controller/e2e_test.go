@@ -78,7 +78,7 @@ func writeManifest(t *testing.T, dir, file, body string) string {
 // controller is a running controller process.
 type controller struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	done   chan struct{}
 	code   int
 }
@@ -91,7 +91,7 @@ func startController(t *testing.T, spool string, args ...string) *controller {
 	full := append([]string{"run", "--spool", spool, "--log-format", "json", "--kill-grace", "2s", "--load-threshold", "-1"}, args...)
 	cmd := exec.Command(filepath.Join(bin, "lardon3d-controller"), full...)
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	c := &controller{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	c := &controller{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	cmd.Stdout = c.stderr
 	if err := cmd.Start(); err != nil {
@@ -111,6 +111,24 @@ func startController(t *testing.T, spool string, args ...string) *controller {
 		}
 	})
 	return c
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // wait waits for the controller to exit and returns its exit code.

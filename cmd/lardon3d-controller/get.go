@@ -46,7 +46,10 @@ func newGetCommand(g *globals) *cobra.Command {
 				if err := render(&b, files, output, len(args) == 1, time.Now()); err != nil {
 					return "", err
 				}
-				return b.String(), nil
+				if output == "json" {
+					return safeJSON(b.String()), nil
+				}
+				return safeText(b.String()), nil
 			}
 			out, err := show()
 			if err != nil {
@@ -138,8 +141,8 @@ func render(w io.Writer, files []manifestFile, output string, single bool, now t
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPHASE\tPROGRESS\tBATCH\tMEMORY\tAGE\tREASON")
 	for _, f := range files {
-		if f.unparseable() {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t%s\n", f.name(), "Invalid", oneLine(f.err))
+		if f.invalid() {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t%s\n", cell(f.name()), "Invalid", cell(oneLine(f.err)))
 			continue
 		}
 		fmt.Fprintln(tw, tableRow(f.task, now))
@@ -153,7 +156,9 @@ func printTable(w io.Writer, tasks []*v1alpha1.Task, now time.Time) {
 	for _, t := range tasks {
 		files = append(files, manifestFile{task: t})
 	}
-	_ = render(w, files, "", false, now)
+	var b strings.Builder
+	_ = render(&b, files, "", false, now)
+	fmt.Fprint(w, safeText(b.String()))
 }
 
 func tableRow(t *v1alpha1.Task, now time.Time) string {
@@ -180,7 +185,7 @@ func tableRow(t *v1alpha1.Task, now time.Time) string {
 	if st.StartTime != nil {
 		age = duration.HumanDuration(now.Sub(st.StartTime.Time))
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.Metadata.Name, phase, progress, batch, memory, age, reasonOf(st))
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", cell(t.Metadata.Name), cell(phase), progress, batch, memory, age, cell(reasonOf(st)))
 }
 
 // reasonOf is the reason worth showing: the first False condition's, else "".
@@ -198,8 +203,8 @@ func oneLine(err error) string {
 		return ""
 	}
 	s := strings.ReplaceAll(err.Error(), "\n", "; ")
-	if len(s) > 80 {
-		s = s[:77] + "..."
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:77]) + "..."
 	}
 	return s
 }

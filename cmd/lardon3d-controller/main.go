@@ -46,11 +46,11 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.err != nil {
-				fmt.Fprintln(stderr, "error:", ee.err)
+				fmt.Fprintln(stderr, "error:", safeText(ee.err.Error()))
 			}
 			return ee.code
 		}
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", safeText(err.Error()))
 		return 2
 	}
 	return 0
@@ -107,7 +107,15 @@ func newLogger(g *globals, w io.Writer) (zerolog.Logger, error) {
 	}
 	switch format {
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+		// File names and manifest fields reach the log: escaped, like
+		// everything else this program prints for a terminal.
+		esc := func(i any) string { return cell(fmt.Sprint(i)) }
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", FormatFieldValue: esc, FormatMessage: func(i any) string {
+			if i == nil {
+				return ""
+			}
+			return esc(i)
+		}, FormatErrFieldValue: esc}
 	case "json":
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format %q: want console or json", format)

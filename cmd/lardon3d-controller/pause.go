@@ -26,7 +26,15 @@ func newPauseCommand(g *globals, paused bool) *cobra.Command {
 			if f.unparseable() {
 				return &exitError{code: 1, err: fmt.Errorf("%s is not parseable YAML; fix it first", f.path)}
 			}
-			err = spool.EditFile(f.path, func(data []byte) ([]byte, error) { return spool.SetSpecPaused(data, paused) })
+			// The controller's own checked write path, from the spool's
+			// directory descriptor; Close waits out the displaced version's
+			// grace period so that no concurrent edit is lost.
+			sp, err := spool.Open(g.spool, spool.Options{AllowShared: true})
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			err = sp.SetPaused(f.path, paused)
+			sp.Close()
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}

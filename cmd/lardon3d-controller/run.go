@@ -174,6 +174,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		metricsAddr  string
 		stateDir     string
 		killGrace    time.Duration
+		deleteGrace  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -187,6 +188,7 @@ func newRunCommand(g *globals) *cobra.Command {
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go (default SPOOL/.lardon3d)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
+	f.DurationVar(&deleteGrace, "delete-grace", spool.DefaultDeleteGrace, "how long a vanished manifest may take to come back (an editor's save) or to reappear renamed before its task is cancelled")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := newLogger(g, cmd.ErrOrStderr())
 		if err != nil {
@@ -196,6 +198,18 @@ func newRunCommand(g *globals) *cobra.Command {
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
+		if deleteGrace <= 0 {
+			return &exitError{code: 2, err: fmt.Errorf("--delete-grace: must be > 0, got %s", deleteGrace)}
+		}
+		// One controller per spool, before anything else touches it.
+		if stateDir == "" {
+			stateDir = filepath.Join(g.spool, ".lardon3d")
+		}
+		lock, err := spool.Lock(g.spool, stateDir)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		defer lock.Unlock()
 		spoolAbs, err := filepath.Abs(g.spool)
 		if err != nil {
 			return &exitError{code: 2, err: err}
@@ -206,10 +220,11 @@ func newRunCommand(g *globals) *cobra.Command {
 			return &exitError{code: 2, err: err}
 		}
 		defer gov.Close()
-		sp, err := spool.Open(g.spool, spool.Options{AllowShared: allowShared, Logger: log})
+		sp, err := spool.Open(g.spool, spool.Options{AllowShared: allowShared, Logger: log, DeleteGrace: deleteGrace})
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
+		defer sp.Close()
 		m := metrics.New(gov)
 		if metricsAddr != "" {
 			ln, err := net.Listen("tcp", metricsAddr)

@@ -27,7 +27,7 @@ func readSpool(dir string) ([]manifestFile, error) {
 	}
 	var out []manifestFile
 	for _, de := range ents {
-		if de.IsDir() || !spool.IsManifestName(de.Name()) {
+		if !spool.IsManifestName(de.Name()) {
 			continue
 		}
 		out = append(out, readManifest(filepath.Join(dir, de.Name())))
@@ -36,9 +36,12 @@ func readSpool(dir string) ([]manifestFile, error) {
 	return out, nil
 }
 
+// readManifest reads one manifest through the spool's checked path: what
+// the controller would refuse to read (a FIFO, a socket, a file too large,
+// outside the spool or another user's) is never opened, only reported.
 func readManifest(path string) manifestFile {
 	mf := manifestFile{path: path}
-	data, err := os.ReadFile(path)
+	data, err := spool.ReadManifest(filepath.Dir(path), filepath.Base(path), 0)
 	if err != nil {
 		mf.err = err
 		return mf
@@ -54,10 +57,18 @@ func (m manifestFile) name() string {
 	return v1alpha1.NameFromFile(filepath.Base(m.path))
 }
 
-// unparseable reports whether the file is not YAML at all.
+// unparseable reports whether the file is not YAML at all (or was not
+// read).
 func (m manifestFile) unparseable() bool {
 	var se *v1alpha1.SyntaxError
 	return m.task == nil || errors.As(m.err, &se)
+}
+
+// invalid reports whether the file is not a task the controller runs and
+// says so nowhere in the file: unparseable, not read, or refused with no
+// status written (a status the controller could write says Rejected).
+func (m manifestFile) invalid() bool {
+	return m.unparseable() || (m.err != nil && m.task.Status.Phase == "")
 }
 
 // findTask finds the manifest of the task called name.

@@ -388,6 +388,10 @@ func (c *Controller) outcome() Outcome {
 // handleFile applies one spool event. REQUIRES: owner goroutine.
 func (c *Controller) handleFile(ev spool.Event) {
 	switch ev.Type {
+	case spool.Renamed:
+		// The task moves with its file (batch, reservation and all); what
+		// the new file holds is then applied as an edit.
+		c.moveEntry(ev.OldPath, ev.Path)
 	case spool.Deleted:
 		delete(c.invalid, ev.Path)
 		c.deleteEntry(ev.Path, "manifest deleted")
@@ -429,6 +433,30 @@ func (c *Controller) handleFile(ev spool.Event) {
 		return
 	}
 	c.edit(e, ev.Task, ev.Err)
+}
+
+// moveEntry moves the task of the manifest at from to the path to (a
+// rename), and schedules a status write there. REQUIRES: owner goroutine.
+func (c *Controller) moveEntry(from, to string) {
+	delete(c.invalid, from)
+	e := c.entries[from]
+	if e == nil || c.entries[to] != nil {
+		return
+	}
+	delete(c.entries, from)
+	e.path = to
+	c.entries[to] = e
+	if c.byName[e.name] == from {
+		c.byName[e.name] = to
+	}
+	delete(c.dirty, from)
+	for _, d := range c.entries {
+		if d.duplicateOf == from {
+			d.duplicateOf = to
+		}
+	}
+	c.log.Info().Str("task", e.name).Str("from", filepath.Base(from)).Str("to", filepath.Base(to)).Msg("manifest renamed")
+	c.markDirty(e, true)
 }
 
 // first handles a manifest seen for the first time by this controller: a new

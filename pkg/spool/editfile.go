@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,162 +83,278 @@ func readVersion(f *os.File, max int64) (FileIdentity, []byte, *syscall.Stat_t, 
 	return id, data, st, nil
 }
 
-// EditFile applies edit to the file at path and replaces the file
-// atomically, losing no concurrent edit of the file by someone else:
-//
-//  1. open and read the file (identity: inode, size, mtime, SHA-256);
-//  2. out := edit(content); nothing is written when out equals content or
-//     edit fails (its error is returned as is);
-//  3. write out to a dotfile in the same directory, fchmod/fchown it to the
-//     file's mode and owner, fsync it;
-//  4. check the file is still the version read (else drop the dotfile and
-//     start again from 1);
-//  5. swap the dotfile and the file with renameat2(RENAME_EXCHANGE);
-//  6. check the displaced file (now under the dotfile's name) is still the
-//     version read: if so remove it and fsync the directory, done; if not,
-//     someone wrote in the window between 4 and 5: swap back, so their
-//     version is the manifest again, and start again from 1.
-//
-// It gives up with ErrConflict after maxEditAttempts rounds. A symlink is
-// resolved and its target edited. Where renameat2 is not supported it falls
-// back to rename(2), checked before but not after. See the package doc for
-// the window that remains. Edits of the same path must be serialised by
-// the caller (Spool does it with a per-path lock).
-func EditFile(path string, edit func([]byte) ([]byte, error)) error {
-	return editFile(path, DefaultMaxFileSize, edit, nil)
-}
+// ErrBusy reports a write-back that found the manifest held open for
+// writing by another process for longer than Options.BusyWait.
+var ErrBusy = errors.New("manifest is held open for writing by another process")
 
-// editStats counts what editFile saw, for the stress test.
+// editFunc computes a manifest's new content from its current one.
+type editFunc func([]byte) ([]byte, error)
+
+// editStats counts what the write-backs saw, for the stress tests.
 type editStats struct {
 	// Rounds is the number of read/check/swap rounds.
-	Rounds int
-	// PreConflicts counts changes caught before the swap (step 4).
-	PreConflicts int
-	// PostConflicts counts changes caught after the swap (step 6) and undone.
-	PostConflicts int
+	Rounds atomic.Int64
+	// Busy counts rounds that found a writer holding the file open.
+	Busy atomic.Int64
+	// PreConflicts counts changes caught before the swap.
+	PreConflicts atomic.Int64
+	// PostConflicts counts changes caught after the swap and undone.
+	PostConflicts atomic.Int64
+	// Merges counts writes that reached a displaced inode and were merged
+	// back into the manifest; Conflicts those kept as a conflict copy.
+	Merges, Conflicts atomic.Int64
 }
 
-func editFile(path string, max int64, edit func([]byte) ([]byte, error), stats *editStats) error {
-	real, err := filepath.EvalSymlinks(path)
+// EditFile applies edit to the manifest at path, through the same checked
+// write path as Spool.WriteStatus, with the file's directory as the spool
+// (see Spool for the guarantees). It returns once the displaced version's
+// grace period is over, so that nothing written to it is lost.
+func EditFile(path string, edit func([]byte) ([]byte, error)) error {
+	sp, err := Open(filepath.Dir(path), Options{AllowShared: true})
 	if err != nil {
-		return fmt.Errorf("edit %s: %w", path, err)
+		return err
 	}
-	if stats == nil {
-		stats = &editStats{}
-	}
-	for attempt := 0; attempt < maxEditAttempts; attempt++ {
-		stats.Rounds++
-		done, err := editOnce(real, max, edit, stats)
+	defer sp.Close()
+	return sp.edit(path, edit)
+}
+
+// roundResult is how one write-back round ended.
+type roundResult int
+
+const (
+	roundDone roundResult = iota + 1
+	roundRetry
+	roundBusy
+)
+
+// editFile runs write-back rounds until one succeeds. REQUIRES: the path
+// lock of path.
+func (s *Spool) editFile(path string, edit editFunc) error {
+	var busySince time.Time
+	for attempt := 0; attempt < maxEditAttempts; {
+		s.stats.Rounds.Add(1)
+		// After two rounds lost to a writer, take the lease before reading:
+		// a writer that starts then waits for this round (a few ms) instead
+		// of this round retrying behind a writer that never stops.
+		res, err := s.editOnce(path, edit, attempt >= 2)
 		if err != nil {
 			return err
 		}
-		if done {
+		switch res {
+		case roundDone:
 			return nil
+		case roundBusy:
+			s.stats.Busy.Add(1)
+			now := time.Now()
+			if busySince.IsZero() {
+				busySince = now
+			}
+			if now.Sub(busySince) >= s.opts.BusyWait {
+				return fmt.Errorf("edit %s: %w", path, ErrBusy)
+			}
+			// Writers such as `>>` hold a file for microseconds.
+			time.Sleep(time.Millisecond)
+		default:
+			attempt++
 		}
 	}
 	return fmt.Errorf("edit %s: %w (%d attempts)", path, ErrConflict, maxEditAttempts)
 }
 
-// editOnce runs one round; done is false when the round must be retried.
-func editOnce(path string, max int64, edit func([]byte) ([]byte, error), stats *editStats) (done bool, err error) {
-	f, err := os.Open(path)
+// editOnce runs one round (see the package doc, "Write-back"); with
+// leaseFirst the read lease is taken before the file is read.
+func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResult, error) {
+	t, f, err := s.root.openFile(filepath.Base(path))
 	if err != nil {
-		return false, fmt.Errorf("edit %s: %w", path, err)
+		return 0, fmt.Errorf("edit %s: %w", path, err)
 	}
-	defer f.Close()
-	read, data, st, err := readVersion(f, max)
+	defer t.close()
+	kept := false // f was handed to the keeper
+	defer func() {
+		if !kept {
+			_ = f.Close()
+		}
+	}()
+	lease := leaseResult(0)
+	if leaseFirst {
+		if lease = takeLease(f); lease == leaseBusy {
+			return roundBusy, nil
+		}
+		if lease == leaseGranted {
+			defer func() {
+				if !kept {
+					releaseLease(f)
+				}
+			}()
+		}
+	}
+	read, data, st, err := readVersion(f, s.opts.MaxFileSize)
 	if err != nil {
-		return false, fmt.Errorf("edit %s: %w", path, err)
+		return 0, fmt.Errorf("edit %s: %w", path, err)
 	}
 	out, err := edit(data)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if bytes.Equal(out, data) {
-		return true, nil
+		return roundDone, nil
 	}
-	dir := filepath.Dir(path)
-	tmp, written, err := writeTemp(dir, filepath.Base(path), out, st)
+	tmp, written, err := writeTemp(t.parent, t.leaf, out, st)
 	if err != nil {
-		return false, fmt.Errorf("edit %s: %w", path, err)
+		return 0, fmt.Errorf("edit %s: %w", path, err)
 	}
-	keepTmp := false
+	removeTmp := true
 	defer func() {
-		if !keepTmp {
-			_ = os.Remove(tmp)
+		if removeTmp {
+			_ = unix.Unlinkat(t.parent, tmp, 0)
 		}
 	}()
-	// Step 4: is the file still what we read?
-	if !stillVersion(path, f, read, max) {
-		stats.PreConflicts++
-		return false, nil
-	}
-	// Step 5: swap.
-	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
-		if err := os.Rename(tmp, path); err != nil {
-			return false, fmt.Errorf("edit %s: %w", path, err)
+	// The lease: from here on, nobody can start writing into the version
+	// read without the kernel telling us (and waiting for us).
+	if !leaseFirst {
+		if lease = takeLease(f); lease == leaseBusy {
+			return roundBusy, nil
 		}
-		return true, syncDir(dir)
+		if lease == leaseGranted {
+			defer func() {
+				if !kept {
+					releaseLease(f)
+				}
+			}()
+		}
+	}
+	leased := lease == leaseGranted
+	// Our version, leased too, so that we know whether it may be swapped
+	// back out if that is needed.
+	var ours *os.File
+	oursLeased := false
+	if fd, err := unix.Openat(t.parent, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		ours = os.NewFile(uintptr(fd), tmp)
+		defer func() { _ = ours.Close() }()
+		oursLeased = leased && takeLease(ours) == leaseGranted
+	}
+	// Is the file still what we read, and is nobody starting to write it?
+	// A writer waiting for the lease goes first: this round gives way
+	// (busy, bounded by BusyWait) rather than displace what it will write.
+	if !stillVersion(t.parent, t.leaf, f, read, s.opts.MaxFileSize) {
+		s.stats.PreConflicts.Add(1)
+		return roundRetry, nil
+	}
+	if leased && leaseBroken(f) {
+		s.stats.PreConflicts.Add(1)
+		return roundBusy, nil
+	}
+	err = unix.Renameat2(t.parent, tmp, t.parent, t.leaf, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+		if err := unix.Renameat(t.parent, tmp, t.parent, t.leaf); err != nil {
+			return 0, fmt.Errorf("edit %s: %w", path, err)
+		}
+		removeTmp = false
+		kept = true
+		s.keep(path, f, leased, data, userContent(out))
+		return roundDone, syncDir(t.parent)
 	}
 	if err != nil {
-		return false, fmt.Errorf("edit %s: swap: %w", path, err)
+		return 0, fmt.Errorf("edit %s: swap: %w", path, err)
 	}
-	// Step 6: tmp now names the displaced file; was it still what we read?
-	if stillVersion(tmp, f, read, max) {
-		if err := os.Remove(tmp); err != nil {
-			return false, fmt.Errorf("edit %s: remove displaced version: %w", path, err)
+	// tmp now names the displaced file: was it still the version read,
+	// with nobody starting to write it?
+	var disp unix.Stat_t
+	ok := unix.Fstatat(t.parent, tmp, &disp, unix.AT_SYMLINK_NOFOLLOW) == nil && disp.Ino == read.Inode
+	if ok && leased {
+		ok = !leaseBroken(f)
+	} else if ok {
+		ok = stillVersion(t.parent, tmp, f, read, s.opts.MaxFileSize)
+	}
+	if ok {
+		// Done. The displaced inode is unlinked at once (no dotfile is
+		// left if the controller dies now) and kept open by the keeper for
+		// the grace period, in case a write still reaches it.
+		if err := unix.Unlinkat(t.parent, tmp, 0); err != nil {
+			return 0, fmt.Errorf("edit %s: remove displaced version: %w", path, err)
 		}
-		keepTmp = true // removed already
-		return true, syncDir(dir)
+		removeTmp = false
+		kept = true
+		s.keep(path, f, leased, data, userContent(out))
+		return roundDone, syncDir(t.parent)
 	}
-	stats.PostConflicts++
-	// Someone wrote between the check and the swap: their version is under
-	// tmp, ours under path. Swap back and retry from their version.
-	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil {
-		keepTmp = true
-		return false, fmt.Errorf("edit %s: swap back (the newer version is kept as %s): %w", path, tmp, err)
+	s.stats.PostConflicts.Add(1)
+	// Someone wrote (or is starting to write) the version we displaced:
+	// swap back, so that theirs is the manifest again (the same inode, so
+	// their open descriptor writes into the manifest), and start again.
+	if err := unix.Renameat2(t.parent, tmp, t.parent, t.leaf, unix.RENAME_EXCHANGE); err != nil {
+		removeTmp = false
+		return 0, fmt.Errorf("edit %s: swap back (the newer version is kept as %s): %w", path, tmp, err)
 	}
 	var back unix.Stat_t
-	if err := unix.Lstat(tmp, &back); err != nil || back.Ino != written {
+	if err := unix.Fstatat(t.parent, tmp, &back, unix.AT_SYMLINK_NOFOLLOW); err != nil || back.Ino != written {
 		// What came back is not our version: a third writer replaced the
 		// file meanwhile. Keep it rather than guess which one is newest.
-		keepTmp = true
-		return false, fmt.Errorf("edit %s: %w: concurrent replacements, a version is kept as %s", path, ErrConflict, tmp)
+		removeTmp = false
+		return 0, fmt.Errorf("edit %s: %w: concurrent replacements, a version is kept as %s", path, ErrConflict, tmp)
 	}
-	return false, syncDir(dir)
+	if ours != nil {
+		// Did someone open our version for writing between the two swaps?
+		// The keeper then merges what they write into the manifest.
+		mode := keepMode(0)
+		switch {
+		case oursLeased && leaseBroken(ours):
+			releaseLease(ours)
+			mode = keepBroken
+		case !oursLeased:
+			mode = keepUnleased // compared at the end of the grace period
+		}
+		if mode != 0 {
+			if dup, err := dupCloexec(int(ours.Fd())); err == nil {
+				s.keepAs(path, os.NewFile(uintptr(dup), tmp), mode, out, userContent(data))
+			}
+		}
+	}
+	return roundRetry, syncDir(t.parent)
 }
 
-// stillVersion reports whether name still is the inode f reads and holds
-// exactly the bytes of want.
-func stillVersion(name string, f *os.File, want FileIdentity, max int64) bool {
+// stillVersion reports whether name (in directory dirfd) still is the
+// inode f reads and holds exactly the bytes of want.
+func stillVersion(dirfd int, name string, f *os.File, want FileIdentity, max int64) bool {
 	var st unix.Stat_t
-	if err := unix.Lstat(name, &st); err != nil || st.Ino != want.Inode {
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Ino != want.Inode {
 		return false
 	}
 	now, _, _, err := readVersion(f, max)
 	return err == nil && now.sameVersion(want)
 }
 
-// writeTemp writes data to a new dotfile in dir with the mode and owner of
-// st, fsynced, and returns its path and inode.
-func writeTemp(dir, base string, data []byte, st *syscall.Stat_t) (string, uint64, error) {
+// tmpPattern matches this package's temporary files, exactly: a dotfile
+// named after the manifest, ".lardon3d-", 12 hex digits, ".tmp".
+var tmpPattern = regexp.MustCompile(`^\..+\.lardon3d-[0-9a-f]{12}\.tmp$`)
+
+// writeTemp writes data to a new dotfile in the directory dirfd with the
+// mode, owner and modification time of st, fsynced, and returns its name
+// and inode.
+func writeTemp(dirfd int, base string, data []byte, st *syscall.Stat_t) (string, uint64, error) {
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", 0, fmt.Errorf("temp name: %w", err)
 	}
-	name := filepath.Join(dir, "."+base+".lardon3d-"+hex.EncodeToString(rnd[:])+".tmp")
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	name := "." + base + ".lardon3d-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", 0, fmt.Errorf("create temp: %w", err)
 	}
+	f := os.NewFile(uintptr(fd), name)
 	fail := func(err error) (string, uint64, error) {
 		_ = f.Close()
-		_ = os.Remove(name)
+		_ = unix.Unlinkat(dirfd, name, 0)
 		return "", 0, err
 	}
 	if _, err := f.Write(data); err != nil {
 		return fail(fmt.Errorf("write temp: %w", err))
+	}
+	// The modification time stays the user's: an editor holding the file
+	// (vim, emacs compare it before saving) does not take a status write
+	// for a change of the text it is editing, and refuse or mangle its save.
+	if err := unix.UtimesNanoAt(dirfd, name, []unix.Timespec{{Sec: st.Atim.Sec, Nsec: st.Atim.Nsec}, {Sec: st.Mtim.Sec, Nsec: st.Mtim.Nsec}}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fail(fmt.Errorf("keep modification time: %w", err))
 	}
 	if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
 		return fail(fmt.Errorf("keep owner %d:%d: %w", st.Uid, st.Gid, err))
@@ -253,7 +371,7 @@ func writeTemp(dir, base string, data []byte, st *syscall.Stat_t) (string, uint6
 		return fail(fmt.Errorf("stat temp: %w", err))
 	}
 	if err := f.Close(); err != nil {
-		_ = os.Remove(name)
+		_ = unix.Unlinkat(dirfd, name, 0)
 		return "", 0, fmt.Errorf("close temp: %w", err)
 	}
 	return name, fi.Sys().(*syscall.Stat_t).Ino, nil
@@ -275,14 +393,9 @@ func setBits(m uint32) os.FileMode {
 }
 
 // syncDir fsyncs a directory so a rename in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
+func syncDir(dirfd int) error {
+	if err := unix.Fsync(dirfd); err != nil {
+		return fmt.Errorf("fsync dir: %w", err)
 	}
 	return nil
 }

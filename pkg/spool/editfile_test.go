@@ -24,7 +24,7 @@ func TestEditFileKeepsModeAndOwner(t *testing.T) {
 	}
 	uid, gid := os.Getuid(), os.Getgid()
 	if os.Geteuid() == 0 {
-		uid, gid = 4242, 4343
+		gid = 4343 // another group; the owner must be root, as the controller
 		if err := os.Chown(path, uid, gid); err != nil {
 			t.Fatal(err)
 		}
@@ -70,12 +70,17 @@ func TestConcurrentSpecEditsSurvive(t *testing.T) {
 	if err := os.WriteFile(path, []byte(initial), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	sp, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	stats := &sp.stats
 	var (
 		rounds   atomic.Int64
 		tick     = make(chan struct{}, 1)
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
-		stats    editStats
 		refused  int
 		conflict int
 		writeErr error
@@ -90,7 +95,7 @@ func TestConcurrentSpecEditsSurvive(t *testing.T) {
 			default:
 			}
 			st := &v1alpha1.TaskStatus{Phase: v1alpha1.PhaseRunning, QueueSeq: i}
-			err := editFile(path, DefaultMaxFileSize, func(b []byte) ([]byte, error) { return ReplaceStatus(b, st) }, &stats)
+			err := sp.edit(path, func(b []byte) ([]byte, error) { return ReplaceStatus(b, st) })
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrNotRewritable):
@@ -174,8 +179,8 @@ func TestConcurrentSpecEditsSurvive(t *testing.T) {
 	if !bytes.Contains(final, []byte(fmt.Sprintf("value: \"%d\" # the writer's counter", steps))) {
 		t.Fatalf("final file lacks the last edit:\n%s", final)
 	}
-	t.Logf("%d edits in %v; %d write-back rounds: %d conflicts caught before the swap, %d after it (undone); %d reads of a half-written file refused, %d gave up",
-		steps, time.Since(start).Round(time.Millisecond), stats.Rounds, stats.PreConflicts, stats.PostConflicts, refused, conflict)
+	t.Logf("%d edits in %v; %d write-back rounds: %d found a writer at work, %d conflicts caught before the swap, %d after it (undone), %d writes merged from a displaced version, %d kept as conflicts; %d reads of a half-written file refused, %d gave up",
+		steps, time.Since(start).Round(time.Millisecond), stats.Rounds.Load(), stats.Busy.Load(), stats.PreConflicts.Load(), stats.PostConflicts.Load(), stats.Merges.Load(), stats.Conflicts.Load(), refused, conflict)
 }
 
 // fastTempDir is a temporary directory on tmpfs when the machine has one:

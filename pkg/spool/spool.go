@@ -3,10 +3,12 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,10 +23,20 @@ var ErrSharedSpool = errors.New("spool directory is writable by group or others"
 // ErrOutsideSpool reports a path that is not a manifest of this spool.
 var ErrOutsideSpool = errors.New("path is not in the spool directory")
 
+// ErrDeferred is wrapped by a WriteStatus error when the write could not
+// be made now (the file is held open for writing, keeps changing, or is
+// gone for the moment, as during an editor's save) and will be made by the
+// spool when the file is closed or reappears, or within a second. The
+// latest status of a path wins.
+var ErrDeferred = errors.New("write-back deferred")
+
 // Defaults of Options.
 const (
-	DefaultRelist = 10 * time.Second
-	DefaultSettle = 300 * time.Millisecond
+	DefaultRelist         = 10 * time.Second
+	DefaultSettle         = 300 * time.Millisecond
+	DefaultDeleteGrace    = 3 * time.Second
+	DefaultBusyWait       = 50 * time.Millisecond
+	DefaultDisplacedGrace = 100 * time.Millisecond
 )
 
 // Options tune a Spool; zero fields take the defaults.
@@ -39,6 +51,16 @@ type Options struct {
 	Settle time.Duration
 	// MaxFileSize is the largest manifest read (default 1 MiB).
 	MaxFileSize int64
+	// DeleteGrace is how long a vanished manifest may take to reappear
+	// (an editor's save) or to show up under another file name with the
+	// same metadata.name (a rename) before Deleted is emitted (default 3 s).
+	DeleteGrace time.Duration
+	// BusyWait is how long a write-back waits for a writer holding the
+	// manifest open to close it (default 50 ms); then it is deferred.
+	BusyWait time.Duration
+	// DisplacedGrace is how long the version a write-back displaced is
+	// kept open and watched for writes that still reach it (default 100 ms).
+	DisplacedGrace time.Duration
 	// Clock drives the relist ticker and the settle timers (default: real).
 	Clock clock.WithTicker
 	// Logger receives the reasons files are ignored (the zero value
@@ -57,7 +79,9 @@ const (
 	// Modified: a new parseable version of a file already Added. Task is
 	// non-nil; Err is set when it is invalid.
 	Modified
-	// Deleted: the file is gone (or is now ignored). Only Path and Name are set.
+	// Deleted: the file is gone (or is now ignored). Only Path and Name are
+	// set. A manifest that vanishes is reported Deleted only after
+	// Options.DeleteGrace, if it has not come back meanwhile.
 	Deleted
 	// Invalid: the file is not parseable YAML and stayed so for the settle
 	// period. Task is nil; Err is the *v1alpha1.SyntaxError. It does not
@@ -68,6 +92,11 @@ const (
 	// Synced: the first listing is complete; every manifest present when
 	// Run started was reported before it. Sent once; only Type is set.
 	Synced
+	// Renamed: the manifest that was at OldPath (Added, then vanished
+	// less than Options.DeleteGrace ago) is now at Path, with the same
+	// metadata.name. Task, Data and Err are those of the file at Path; no
+	// Deleted follows for OldPath.
+	Renamed
 )
 
 // String returns the type's name.
@@ -85,6 +114,8 @@ func (t EventType) String() string {
 		return "Refused"
 	case Synced:
 		return "Synced"
+	case Renamed:
+		return "Renamed"
 	default:
 		return fmt.Sprintf("EventType(%d)", int(t))
 	}
@@ -97,6 +128,8 @@ type Event struct {
 	Type EventType
 	// Path is the manifest's path (spool directory joined with its name).
 	Path string
+	// OldPath is where a Renamed manifest was.
+	OldPath string
 	// Name is the file's base name without its extension.
 	Name string
 	// Data is the bytes read (nil for Deleted).
@@ -114,15 +147,35 @@ type Event struct {
 // may be called from any goroutine.
 type Spool struct {
 	dir    string
+	root   *root
 	opts   Options
 	log    zerolog.Logger
 	events chan Event
 	euid   int
+	stats  editStats
+	// retry carries paths whose deferred write-back may succeed now.
+	retry chan string
 
-	// mu guards locks, the per-path write-back locks. Lock order: mu, then
-	// a path lock is taken only after mu is released (never both held).
-	mu    sync.Mutex
-	locks map[string]*pathLock
+	// mu guards locks (the per-path write-back locks), deferred, lastEdit
+	// and running. Lock order: a path lock, then mu; a path lock is never
+	// taken while mu is held. kmu is taken alone.
+	mu       sync.Mutex
+	locks    map[string]*pathLock
+	deferred map[string]editFunc
+	lastEdit map[string]editFunc
+	running  bool
+
+	// kmu guards kept, keeperOn and closing: the displaced inodes under
+	// watch, and whether Close began (no keeper starts after it).
+	kmu      sync.Mutex
+	kept     []*kept
+	keeperOn bool
+	closing  bool
+	keepers  sync.WaitGroup
+
+	// started is set by Run; runDone is closed when Run returns.
+	started atomic.Bool
+	runDone chan struct{}
 }
 
 // pathLock serialises the write-backs of one path.
@@ -161,15 +214,48 @@ func Open(dir string, opts Options) (*Spool, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.DeleteGrace <= 0 {
+		opts.DeleteGrace = DefaultDeleteGrace
+	}
+	if opts.BusyWait <= 0 {
+		opts.BusyWait = DefaultBusyWait
+	}
+	if opts.DisplacedGrace <= 0 {
+		opts.DisplacedGrace = DefaultDisplacedGrace
+	}
+	r, err := openRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
 	log := opts.Logger
 	return &Spool{
-		dir:    abs,
-		opts:   opts,
-		log:    log.With().Str("spool", abs).Logger(),
-		events: make(chan Event, 256),
-		euid:   os.Geteuid(),
-		locks:  map[string]*pathLock{},
+		dir:      abs,
+		root:     r,
+		opts:     opts,
+		log:      log.With().Str("spool", abs).Logger(),
+		events:   make(chan Event, 256),
+		euid:     os.Geteuid(),
+		retry:    make(chan string, 64),
+		locks:    map[string]*pathLock{},
+		deferred: map[string]editFunc{},
+		lastEdit: map[string]editFunc{},
+		runDone:  make(chan struct{}),
 	}, nil
+}
+
+// Close waits for Run to return (its context must be ended) and for the
+// versions displaced by write-backs to be out of their grace period
+// (merging what reached them), then releases the spool directory. A
+// write-back after Close fails.
+func (s *Spool) Close() {
+	if s.started.Load() {
+		<-s.runDone
+	}
+	s.kmu.Lock()
+	s.closing = true
+	s.kmu.Unlock()
+	s.keepers.Wait()
+	s.root.close()
 }
 
 // Dir returns the spool directory's absolute path.
@@ -183,8 +269,19 @@ func (s *Spool) Events() <-chan Event { return s.events }
 // concurrent user edit (see EditFile). A file that is not a YAML mapping is
 // never rewritten (the error wraps ErrNotRewritable). Safe for concurrent
 // use; write-backs of the same path are serialised.
+//
+// When a writer holds the file open for writing for longer than
+// Options.BusyWait, or keeps changing it (ErrConflict), or the file is
+// gone for the moment, and Run is running, the write is deferred (the error wraps ErrDeferred) and made by
+// the spool once the file is closed or back; a later WriteStatus of the
+// same path replaces it, a Deleted or Renamed event drops it.
 func (s *Spool) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
-	return s.edit(path, func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) })
+	edit := func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) }
+	err := s.edit(path, edit)
+	if (errors.Is(err, ErrBusy) || errors.Is(err, ErrConflict) || errors.Is(err, fs.ErrNotExist)) && s.deferEdit(path, edit) {
+		return fmt.Errorf("%w: %w", ErrDeferred, err)
+	}
+	return err
 }
 
 // SetPaused sets spec.paused in the manifest at path (see SetSpecPaused),
@@ -193,7 +290,15 @@ func (s *Spool) SetPaused(path string, paused bool) error {
 	return s.edit(path, func(b []byte) ([]byte, error) { return SetSpecPaused(b, paused) })
 }
 
+// edit applies edit to the manifest at path under its path lock, and
+// records it as the path's last edit (the one a merge re-applies).
 func (s *Spool) edit(path string, edit func([]byte) ([]byte, error)) error {
+	return s.editAs(path, edit, true)
+}
+
+// editAs is edit; a merge (record false) is neither recorded nor
+// supersedes a deferred write-back.
+func (s *Spool) editAs(path string, edit func([]byte) ([]byte, error), record bool) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("edit %s: %w", path, err)
@@ -203,10 +308,113 @@ func (s *Spool) edit(path string, edit func([]byte) ([]byte, error)) error {
 	}
 	l := s.lock(abs)
 	defer s.unlock(abs, l)
-	if err := editFile(abs, s.opts.MaxFileSize, edit, nil); err != nil {
+	if record {
+		s.mu.Lock()
+		s.lastEdit[abs] = edit
+		s.mu.Unlock()
+	}
+	if err := s.editFile(abs, edit); err != nil {
 		return fmt.Errorf("write-back: %w", err)
 	}
+	if record {
+		s.mu.Lock()
+		delete(s.deferred, abs) // superseded
+		s.mu.Unlock()
+	}
 	return nil
+}
+
+// lastEditOf returns the edit last applied to path (the one a merge
+// re-applies), nil if none.
+func (s *Spool) lastEditOf(path string) editFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastEdit[path]
+}
+
+// deferEdit records edit as path's deferred write-back when Run runs.
+func (s *Spool) deferEdit(path string, edit editFunc) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return false
+	}
+	s.deferred[abs] = edit
+	return true
+}
+
+// kick asks for path's deferred write-back, if any, to be tried again.
+func (s *Spool) kick(path string) {
+	s.mu.Lock()
+	_, ok := s.deferred[path]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case s.retry <- path:
+	default: // the periodic retry will get it
+	}
+}
+
+// dropDeferred forgets path's deferred write-back and its last edit (the
+// file is gone for good, or moved).
+func (s *Spool) dropDeferred(path string) {
+	s.mu.Lock()
+	delete(s.deferred, path)
+	delete(s.lastEdit, path)
+	s.mu.Unlock()
+}
+
+// retryDeferred makes path's deferred write-back, if it is still due.
+func (s *Spool) retryDeferred(path string) {
+	s.mu.Lock()
+	edit := s.deferred[path]
+	s.mu.Unlock()
+	if edit == nil {
+		return
+	}
+	err := s.edit(path, edit)
+	if err == nil {
+		s.log.Debug().Str("file", filepath.Base(path)).Msg("deferred write-back made")
+		return
+	}
+	if !errors.Is(err, ErrBusy) && !errors.Is(err, ErrConflict) && !errors.Is(err, fs.ErrNotExist) {
+		s.mu.Lock()
+		if s.deferred[path] != nil {
+			delete(s.deferred, path)
+			s.log.Warn().Err(err).Str("file", filepath.Base(path)).Msg("deferred write-back failed")
+		}
+		s.mu.Unlock()
+	}
+}
+
+// retryLoop makes deferred write-backs when kicked, and every period.
+func (s *Spool) retryLoop(done <-chan struct{}, period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case path := <-s.retry:
+			s.retryDeferred(path)
+		case <-tick.C:
+			s.mu.Lock()
+			paths := make([]string, 0, len(s.deferred))
+			for p := range s.deferred {
+				paths = append(paths, p)
+			}
+			s.mu.Unlock()
+			for _, p := range paths {
+				s.retryDeferred(p)
+			}
+		}
+	}
 }
 
 func (s *Spool) lock(path string) *pathLock {

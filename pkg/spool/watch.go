@@ -8,11 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -28,58 +26,93 @@ type fileState struct {
 	userKey [sha256.Size]byte
 	// last is the type of the last event emitted (0: none yet).
 	last EventType
-	// added is true once Added was emitted (until Deleted).
+	// added is true once Added (or Renamed) was emitted (until Deleted).
 	added bool
-	// pending is true while an unparseable version waits for Settle.
-	pending bool
-	// pendingHash is the content hash of that version.
+	// name is the metadata.name of the task last emitted.
+	name string
+	// pending is true while the file waits to be read again at deadline:
+	// an unparseable version waiting for Settle (pendingHash is its content
+	// hash), or, when quiet is set, a file no lease could tell about that
+	// was modified less than Settle ago.
+	pending     bool
+	quiet       bool
 	pendingHash [sha256.Size]byte
-	// deadline is when the pending version is judged.
-	deadline time.Time
+	deadline    time.Time
+	// writing is true while some process holds the file open for writing
+	// (the read lease was refused): it is read again once closed.
+	writing bool
+	// vanishedAt is when the file was last seen gone (zero: present);
+	// Deleted is emitted DeleteGrace later unless it is back by then.
+	vanishedAt time.Time
 	// ignored is why the entry is ignored ("" when it is not).
 	ignored string
 }
 
-// unchanged reports whether lst (a regular file's Lstat) is the version f
+// unchanged reports whether st (the judged file's stat) is the version f
 // last read and judged: same inode, size and modification time.
-func unchanged(f *fileState, lst fs.FileInfo) bool {
-	if f.ignored != "" || f.pending || f.last == 0 || !lst.Mode().IsRegular() {
+func unchanged(f *fileState, st *unix.Stat_t) bool {
+	if f.ignored != "" || f.pending || f.writing || f.last == 0 {
 		return false
 	}
-	st, ok := lst.Sys().(*syscall.Stat_t)
-	return ok && st.Ino == f.id.Inode && lst.Size() == f.id.Size && lst.ModTime().Equal(f.id.ModTime)
+	mtime := time.Unix(st.Mtim.Unix())
+	return st.Ino == f.id.Inode && st.Size == f.id.Size && mtime.Equal(f.id.ModTime)
 }
+
+// syncCause says why a file is synced.
+type syncCause int
+
+const (
+	// causeHint: an event or a listing named the file.
+	causeHint syncCause = iota
+	// causeClosed: the kernel said its writer closed it, or it was renamed
+	// into place.
+	causeClosed
+	// causeTimer: its settle or quiet period, or its deletion grace, ended.
+	causeTimer
+)
 
 // watcher is the state of Run: the in-memory view of the directory.
 type watcher struct {
-	s       *Spool
-	realDir string
-	files   map[string]*fileState
-	timer   clock.Timer
-	armed   time.Time
+	s     *Spool
+	files map[string]*fileState
+	timer clock.Timer
+	armed time.Time
 }
 
 // Run watches the spool until ctx ends, emitting on Events(), which it
-// closes on return. It lists the directory at once, then takes fsnotify
-// events as hints to re-read one file, relists every Options.Relist and at
-// once when fsnotify reports an error (such as a queue overflow). Run must
-// be called once. It returns nil when ctx ends, an error when the
-// directory cannot be watched.
+// closes on return. It first removes the temporary files a killed
+// controller left (only this package's, by exact name), lists the
+// directory, then takes inotify events as hints to re-read one file,
+// relists every Options.Relist and at once when the kernel's event queue
+// overflowed. Deferred write-backs are made while it runs. Run must be
+// called once, by the only controller of the spool (see Lock). It returns
+// nil when ctx ends, an error when the directory cannot be watched.
 func (s *Spool) Run(ctx context.Context) error {
+	s.started.Store(true)
+	defer close(s.runDone)
 	defer close(s.events)
-	realDir, err := filepath.EvalSymlinks(s.dir)
-	if err != nil {
-		return fmt.Errorf("spool %s: %w", s.dir, err)
-	}
-	fw, err := fsnotify.NewBufferedWatcher(1024)
+	s.removeLeftovers()
+	dw, err := watchDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("spool %s: watch: %w", s.dir, err)
 	}
-	defer fw.Close()
-	if err := fw.Add(s.dir); err != nil {
-		return fmt.Errorf("spool %s: watch: %w", s.dir, err)
-	}
-	w := &watcher{s: s, realDir: realDir, files: map[string]*fileState{}}
+	defer dw.close()
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+	retryDone, retryExited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(retryExited)
+		s.retryLoop(retryDone, time.Second)
+	}()
+	defer func() {
+		close(retryDone)
+		<-retryExited
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+	w := &watcher{s: s, files: map[string]*fileState{}}
 	if !w.relist(ctx) || !w.emit(ctx, Event{Type: Synced}) {
 		return nil
 	}
@@ -100,19 +133,27 @@ func (s *Spool) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, open := <-fw.Events:
+		case ev, open := <-dw.events:
 			if !open {
-				return fmt.Errorf("spool %s: watcher closed", s.dir)
+				select {
+				case err := <-dw.errs:
+					return fmt.Errorf("spool %s: watch: %w", s.dir, err)
+				default:
+					return fmt.Errorf("spool %s: watcher closed", s.dir)
+				}
 			}
-			base := filepath.Base(ev.Name)
-			if filepath.Dir(ev.Name) == s.dir && IsManifestName(base) {
-				ok = w.sync(ctx, base, false)
+			if IsManifestName(ev.name) {
+				cause := causeHint
+				if ev.closed() {
+					cause = causeClosed
+				}
+				ok = w.sync(ctx, ev.name, cause)
 			}
-		case err, open := <-fw.Errors:
-			if !open {
-				return fmt.Errorf("spool %s: watcher closed", s.dir)
+		case err := <-dw.errs:
+			if !errors.Is(err, errOverflow) {
+				return fmt.Errorf("spool %s: watch: %w", s.dir, err)
 			}
-			s.log.Warn().Err(err).Msg("file watcher error, relisting the spool")
+			s.log.Warn().Err(err).Msg("file watcher overflow, relisting the spool")
 			ok = w.relist(ctx)
 		case <-ticker.C():
 			ok = w.relist(ctx)
@@ -127,12 +168,49 @@ func (s *Spool) Run(ctx context.Context) error {
 	}
 }
 
-// arm sets the settle timer to the earliest pending deadline.
+// removeLeftovers removes the temporary files of write-backs a killed
+// process left in the spool directory: regular files whose name matches
+// tmpPattern exactly, nothing else.
+func (s *Spool) removeLeftovers() {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, e := range ents {
+		if !tmpPattern.MatchString(e.Name()) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(s.root.fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		if err := unix.Unlinkat(s.root.fd, e.Name(), 0); err == nil {
+			n++
+		}
+	}
+	if n > 0 {
+		s.log.Info().Int("files", n).Msg("removed temporary files a previous write-back left")
+	}
+}
+
+// deadline is when f next needs the timer (zero: never).
+func (w *watcher) deadline(f *fileState) time.Time {
+	switch {
+	case !f.vanishedAt.IsZero():
+		return f.vanishedAt.Add(w.s.opts.DeleteGrace)
+	case f.pending:
+		return f.deadline
+	}
+	return time.Time{}
+}
+
+// arm sets the timer to the earliest deadline.
 func (w *watcher) arm() {
 	var next time.Time
 	for _, f := range w.files {
-		if f.pending && (next.IsZero() || f.deadline.Before(next)) {
-			next = f.deadline
+		if d := w.deadline(f); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
 		}
 	}
 	if next.IsZero() || next.Equal(w.armed) {
@@ -156,12 +234,12 @@ func (w *watcher) arm() {
 	w.armed = next
 }
 
-// settle judges the pending files whose quiet period is over.
+// settle handles the files whose deadline passed.
 func (w *watcher) settle(ctx context.Context) bool {
 	now := w.s.opts.Clock.Now()
 	for base, f := range w.files {
-		if f.pending && !f.deadline.After(now) {
-			if !w.sync(ctx, base, true) {
+		if d := w.deadline(f); !d.IsZero() && !d.After(now) {
+			if !w.sync(ctx, base, causeTimer) {
 				return false
 			}
 		}
@@ -169,8 +247,8 @@ func (w *watcher) settle(ctx context.Context) bool {
 	return true
 }
 
-// relist reads the directory, syncs every manifest and reports the vanished
-// ones. It returns false when ctx ended.
+// relist reads the directory and syncs every manifest. The vanished ones
+// are marked first, so that a rename found by a listing is one.
 func (w *watcher) relist(ctx context.Context) bool {
 	entries, err := os.ReadDir(w.s.dir)
 	if err != nil {
@@ -179,19 +257,36 @@ func (w *watcher) relist(ctx context.Context) bool {
 	}
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		base := e.Name()
-		if !IsManifestName(base) {
-			continue
-		}
-		seen[base] = true
-		if !w.sync(ctx, base, false) {
-			return false
+		if IsManifestName(e.Name()) {
+			seen[e.Name()] = true
 		}
 	}
 	for base := range w.files {
-		if !seen[base] && !w.gone(ctx, base) {
+		if !seen[base] && !w.vanish(ctx, base, causeHint) {
 			return false
 		}
+	}
+	for _, e := range entries {
+		if seen[e.Name()] && !w.sync(ctx, e.Name(), causeHint) {
+			return false
+		}
+	}
+	return true
+}
+
+// vanish handles a file found gone: a task's file gets DeleteGrace to come
+// back (or to show up renamed); anything else is forgotten at once.
+func (w *watcher) vanish(ctx context.Context, base string, cause syncCause) bool {
+	f := w.files[base]
+	if f == nil {
+		return true
+	}
+	if !f.added || (cause == causeTimer && !f.vanishedAt.IsZero()) {
+		return w.gone(ctx, base)
+	}
+	if f.vanishedAt.IsZero() {
+		f.vanishedAt = w.s.opts.Clock.Now()
+		f.pending, f.writing = false, false
 	}
 	return true
 }
@@ -203,10 +298,12 @@ func (w *watcher) gone(ctx context.Context, base string) bool {
 		return true
 	}
 	delete(w.files, base)
+	path := filepath.Join(w.s.dir, base)
+	w.s.dropDeferred(path)
 	if f.last == 0 {
 		return true
 	}
-	return w.emit(ctx, Event{Type: Deleted, Path: filepath.Join(w.s.dir, base), Name: manifestName(base)})
+	return w.emit(ctx, Event{Type: Deleted, Path: path, Name: manifestName(base)})
 }
 
 // ignore records why a file is ignored, logs it once, and withdraws the
@@ -222,56 +319,23 @@ func (w *watcher) ignore(ctx context.Context, base, reason string) bool {
 	return ok
 }
 
-// sync re-reads one file and emits what changed. settled is true when the
-// settle timer of a pending unparseable version fired. It returns false
-// when ctx ended.
-func (w *watcher) sync(ctx context.Context, base string, settled bool) bool {
+// sync re-reads one file and emits what changed. It returns false when
+// ctx ended.
+func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 	path := filepath.Join(w.s.dir, base)
-	lst, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return w.gone(ctx, base)
-	}
-	if err != nil {
-		w.s.log.Warn().Err(err).Str("file", base).Msg("cannot stat manifest")
-		return true
-	}
-	if lst.Mode()&fs.ModeSymlink != 0 {
-		target, err := filepath.EvalSymlinks(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return w.ignore(ctx, base, "dangling symlink")
-		}
-		if err != nil {
-			return w.ignore(ctx, base, fmt.Sprintf("symlink cannot be resolved: %v", err))
-		}
-		if rel, err := filepath.Rel(w.realDir, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			return w.ignore(ctx, base, fmt.Sprintf("symlink resolves outside the spool, to %s", target))
-		}
-	}
-	if f := w.files[base]; f != nil && !settled && unchanged(f, lst) {
-		// The version last read, untouched: a relist of a large spool of
-		// finished manifests reads nothing.
-		return true
-	}
-	file, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return w.gone(ctx, base)
-	}
-	if err != nil {
+	t, file, err := w.s.root.openFile(base)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		return w.vanish(ctx, base, cause)
+	case errors.Is(err, errDangling), errors.Is(err, ErrOutsideSpool), errors.Is(err, ErrNotRegular), errors.Is(err, ErrForeignOwner):
+		return w.ignore(ctx, base, err.Error())
+	default:
 		w.s.log.Warn().Err(err).Str("file", base).Msg("cannot open manifest")
 		return true
 	}
+	defer t.close()
 	defer file.Close()
-	fi, err := file.Stat()
-	if err != nil {
-		w.s.log.Warn().Err(err).Str("file", base).Msg("cannot stat manifest")
-		return true
-	}
-	if !fi.Mode().IsRegular() {
-		return w.ignore(ctx, base, "not a regular file")
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != w.s.euid && st.Uid != 0 {
-		return w.ignore(ctx, base, fmt.Sprintf("owned by uid %d, neither this controller's user (uid %d) nor root", st.Uid, w.s.euid))
-	}
 	f := w.files[base]
 	if f == nil || f.ignored != "" {
 		if f != nil {
@@ -280,22 +344,51 @@ func (w *watcher) sync(ctx context.Context, base string, settled bool) bool {
 		f = &fileState{}
 		w.files[base] = f
 	}
+	if !f.vanishedAt.IsZero() {
+		f.vanishedAt = time.Time{} // back within the grace: the same manifest
+	}
+	if cause != causeTimer && unchanged(f, &t.st) {
+		// The version last read, untouched: a relist of a large spool of
+		// finished manifests reads nothing.
+		w.s.kick(path)
+		return true
+	}
+	now := w.s.opts.Clock.Now()
+	switch takeLease(file) {
+	case leaseBusy:
+		// Someone holds it open for writing: it is read once closed.
+		f.writing = true
+		return true
+	case leaseGranted:
+		// Until released, no writer can start: the read is consistent.
+		defer releaseLease(file)
+	case leaseUnsupported:
+		// No way to know whether a writer is done but the kernel's word
+		// (causeClosed) or a quiet period.
+		mtime := time.Unix(t.st.Mtim.Unix())
+		if age := time.Since(mtime); cause != causeClosed && age < w.s.opts.Settle {
+			f.pending, f.quiet, f.deadline = true, true, now.Add(w.s.opts.Settle-age)
+			return true
+		}
+	}
+	f.writing, f.quiet = false, false
 	id, data, _, err := readVersion(file, w.s.opts.MaxFileSize)
 	if errors.Is(err, ErrTooLarge) {
-		id := FileIdentity{Size: fi.Size(), ModTime: fi.ModTime()}
+		id := FileIdentity{Inode: t.st.Ino, Size: t.st.Size, ModTime: time.Unix(t.st.Mtim.Unix())}
 		if f.last == Refused && f.id.Size == id.Size && f.id.ModTime.Equal(id.ModTime) {
 			return true
 		}
 		f.id, f.pending = id, false
 		f.last = Refused
-		w.s.log.Warn().Str("file", base).Int64("size", fi.Size()).Msg("manifest refused: larger than the size limit")
+		w.s.log.Warn().Str("file", base).Int64("size", t.st.Size).Msg("manifest refused: larger than the size limit")
 		return w.emit(ctx, Event{Type: Refused, Path: path, Name: manifestName(base), Identity: id,
-			Err: fmt.Errorf("%s: %w: %d bytes, the limit is %d bytes", base, ErrTooLarge, fi.Size(), w.s.opts.MaxFileSize)})
+			Err: fmt.Errorf("%s: %w: %d bytes, the limit is %d bytes", base, ErrTooLarge, t.st.Size, w.s.opts.MaxFileSize)})
 	}
 	if err != nil {
 		w.s.log.Warn().Err(err).Str("file", base).Msg("cannot read manifest")
 		return true
 	}
+	defer w.s.kick(path)
 	f.id = id
 	key := sha256.Sum256(userContent(data))
 	if f.last != 0 && f.last != Refused && key == f.userKey {
@@ -306,7 +399,6 @@ func (w *watcher) sync(ctx context.Context, base string, settled bool) bool {
 	task, perr := v1alpha1.ParseManifest(base, data)
 	var syn *v1alpha1.SyntaxError
 	if errors.As(perr, &syn) || (perr != nil && task == nil) {
-		now := w.s.opts.Clock.Now()
 		// A broken file untouched for the settle period already is quiet
 		// (the real clock: modification times are real): judge it now, so
 		// that a spool listed at start reports it with the rest.
@@ -317,7 +409,7 @@ func (w *watcher) sync(ctx context.Context, base string, settled bool) bool {
 			// New broken version: wait until it has been quiet for Settle.
 			f.pending, f.pendingHash, f.deadline = true, id.Hash, now.Add(w.s.opts.Settle)
 			return true
-		case !settled:
+		case cause != causeTimer:
 			return true
 		}
 		f.pending = false
@@ -325,12 +417,39 @@ func (w *watcher) sync(ctx context.Context, base string, settled bool) bool {
 		w.s.log.Warn().Err(perr).Str("file", base).Msg("manifest is not parseable YAML")
 		return w.emit(ctx, Event{Type: Invalid, Path: path, Name: manifestName(base), Data: data, Err: perr, Identity: id})
 	}
-	typ := Modified
-	if !f.added {
-		typ = Added
+	ev := Event{Type: Modified, Path: path, Name: manifestName(base), Data: data, Task: task, Err: perr, Identity: id}
+	name := task.Metadata.Name
+	if !f.added || f.name != name {
+		if from := w.renamedFrom(base, name); from != "" {
+			if f.added && !w.gone(ctx, base) { // the task the file held before is replaced
+				return false
+			}
+			w.files[base] = f
+			delete(w.files, from)
+			ev.Type, ev.OldPath = Renamed, filepath.Join(w.s.dir, from)
+			w.s.dropDeferred(ev.OldPath)
+			f.added = true
+		}
 	}
-	f.pending, f.added, f.userKey, f.last = false, true, key, typ
-	return w.emit(ctx, Event{Type: typ, Path: path, Name: manifestName(base), Data: data, Task: task, Err: perr, Identity: id})
+	if !f.added {
+		ev.Type = Added
+	}
+	f.pending, f.added, f.userKey, f.last, f.name = false, true, key, ev.Type, name
+	return w.emit(ctx, ev)
+}
+
+// renamedFrom returns the vanished manifest (still in its deletion grace)
+// whose task had metadata.name name, "" if none.
+func (w *watcher) renamedFrom(base, name string) string {
+	if name == "" {
+		return ""
+	}
+	for b, f := range w.files {
+		if b != base && f.added && !f.vanishedAt.IsZero() && f.name == name {
+			return b
+		}
+	}
+	return ""
 }
 
 // emit sends ev, waiting for room: events are never dropped. It returns

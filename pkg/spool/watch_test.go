@@ -53,6 +53,7 @@ func newHarness(t *testing.T, setup func(dir string)) *harness {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
+		sp.Close()
 	})
 	h := &harness{t: t, dir: dir, sp: sp, clock: fc}
 	if setup == nil {
@@ -220,41 +221,50 @@ func TestWatchAddModifyDelete(t *testing.T) {
 		t.Fatalf("after write-back:\n%s\nwant prefix\n%s", got, want)
 	}
 
+	// A deletion is reported once its grace period is over.
 	if err := os.Remove(h.path("a.yaml")); err != nil {
 		t.Fatal(err)
 	}
+	h.waitSettleTimer() // the deletion timer
+	select {
+	case ev := <-h.sp.Events():
+		t.Fatalf("deletion reported before its grace period: %v %s", ev.Type, ev.Name)
+	default:
+	}
+	h.clock.Step(DefaultDeleteGrace)
 	ev = h.expect(Deleted, "a")
 	if ev.Path != h.path("a.yaml") || ev.Task != nil {
 		t.Fatalf("Deleted: %+v", ev)
 	}
 }
 
-// TestWatchMidWrite: a half-written file is not judged before it settles,
-// and once finished only the good version is emitted.
+// TestWatchMidWrite: a file still open for writing is not read, even when
+// what it holds so far parses; once closed, the whole of it is emitted.
 func TestWatchMidWrite(t *testing.T) {
 	h := newHarness(t, nil)
-	full := manifest("x")
+	full := manifest("x") + "  dependsOn: [never-done]\n# tail comment\n"
+	head := manifest("x") // a complete Task on its own
 	f, err := os.Create(h.path("m.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	half := strings.Replace(full, "[echo, x]", "[echo, ", 1) // unterminated flow sequence
-	if _, err := f.WriteString(half[:len(half)-10]); err != nil {
+	if _, err := f.WriteString(head); err != nil {
 		t.Fatal(err)
 	}
-	h.waitSettleTimer()
-	if _, err := f.WriteAt([]byte(full), 0); err != nil {
+	// The barrier's events come after m.yaml's creation and write: had
+	// m.yaml been read, its Added would come first and fail expect.
+	h.barrier("z")
+	if _, err := f.WriteString(full[len(head):]); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ev := h.expect(Added, "m")
-	if string(ev.Data) != full {
+	if string(ev.Data) != full || len(ev.Task.Spec.DependsOn) != 1 {
 		t.Fatalf("emitted %q", ev.Data)
 	}
-	h.clock.Step(time.Second) // the settle timer fires: nothing is pending any more
-	h.barrier("z")
+	h.barrier("z2")
 }
 
 // TestWatchInvalidNeverRewritten: an unparseable file becomes Invalid only
@@ -370,11 +380,13 @@ func TestWatchInvalidSpecIsEmitted(t *testing.T) {
 // deletions, and emits nothing for an unchanged directory.
 func TestRelistStep(t *testing.T) {
 	dir := t.TempDir()
-	sp, err := Open(dir, Options{})
+	fc := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
+	sp, err := Open(dir, Options{Clock: fc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &watcher{s: sp, realDir: dir, files: map[string]*fileState{}}
+	defer sp.Close()
+	w := &watcher{s: sp, files: map[string]*fileState{}}
 	ctx := context.Background()
 	step := func() []Event {
 		if !w.relist(ctx) {
@@ -408,6 +420,13 @@ func TestRelistStep(t *testing.T) {
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
+	}
+	if evs := step(); len(evs) != 0 {
+		t.Fatalf("deletion reported before its grace period: %v", evs)
+	}
+	fc.Step(DefaultDeleteGrace)
+	if !w.settle(ctx) {
+		t.Fatal("settle stopped")
 	}
 	if evs := step(); len(evs) != 1 || evs[0].Type != Deleted || evs[0].Name != "r" {
 		t.Fatalf("after delete: %v", evs)
