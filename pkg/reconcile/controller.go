@@ -117,6 +117,8 @@ type Controller struct {
 	// writeErrorsChanged: the set of failing status writes changed since
 	// it was last published for describe.
 	writeErrorsChanged bool
+	// closing is set once Run shuts down: no task is cancelled any more.
+	closing bool
 }
 
 // entry is one manifest the controller knows.
@@ -288,6 +290,7 @@ loop:
 	}
 
 	// Shutdown: stop dispatching and running, then write what is left.
+	c.closing = true
 	closeCtx, cancel := context.WithTimeout(context.Background(), c.cfg.KillGrace+5*time.Second)
 	defer cancel()
 	if err := c.queue.Close(closeCtx); err != nil && !errors.Is(err, queue.ErrClosed) {
@@ -1055,7 +1058,25 @@ const (
 func (c *Controller) write(e *entry, now time.Time) bool {
 	start := time.Now()
 	err := c.spool.WriteStatus(e.path, &e.status)
+	if errors.Is(err, spool.ErrDeferred) {
+		// A writer holds the file (or an editor is saving it): the spool
+		// makes the write once it is free. Not a failure; the entry stays
+		// due and is tried again soon, in case the spool cannot.
+		c.log.Debug().Str("task", e.name).Str("file", e.path).Err(err).Msg("status write deferred")
+		e.retryAt = now.Add(2 * writeRetryMin)
+		return false
+	}
 	c.metrics.ObserveStatusWrite(time.Since(start), err)
+	if errors.Is(err, spool.ErrNotRewritable) && !c.closing {
+		// A file whose layout the editor refuses (anchors, several
+		// documents) can never hold a status: its progress could not be
+		// committed, so it does not run. It is reported like a refused
+		// file, and taken again once the user rewrites it.
+		c.log.Warn().Str("task", e.name).Str("file", e.path).Err(err).Msg("manifest ignored: its status cannot be written into it")
+		c.invalid[e.path] = err
+		c.deleteEntry(e.path, "status cannot be written into the manifest")
+		return true
+	}
 	if err != nil {
 		e.writeFailures++
 		backoff := writeRetryMax

@@ -336,3 +336,29 @@ func TestPauseBetweenBatchesUsesOnlyAllowedTransitions(t *testing.T) {
 		}
 	}
 }
+
+// A manifest that validates but whose layout the editor refuses (a
+// flow-style top level) can never hold a status: it does not run (a batch
+// already started is cancelled), and it is reported as ignored.
+func TestAManifestThatCannotHoldAStatusDoesNotRun(t *testing.T) {
+	logs := &syncBuffer{}
+	h := newHarness(t, Config{})
+	h.logs = logs
+	marker := filepath.Join(t.TempDir(), "ran")
+	h.write("flow.yaml", `{apiVersion: lardon3d.io/v1alpha1, kind: Task, metadata: {name: flow}, spec: {command: [sh, -c, 'sleep 1; touch `+marker+`'], items: {count: 1}}}`+"\n")
+	h.write("ok.yaml", countManifest("ok", "OK", filepath.Join(t.TempDir(), "out"), 1, ""))
+	h.start()
+	h.eventually("the other task Done", func() bool { return h.status("ok.yaml").Phase == v1alpha1.PhaseDone })
+	h.eventually("the flow-style manifest ignored", func() bool {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		return strings.Contains(logs.buf.String(), "its status cannot be written into it")
+	})
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the task of a manifest that cannot hold a status ran to its end")
+	}
+	if v := h.gov.Budgets(); v.Reservations != 0 {
+		t.Errorf("%d reservations left", v.Reservations)
+	}
+}

@@ -43,12 +43,27 @@ func TestProberProbesAtStartOnTicksAndOnKicks(t *testing.T) {
 	go func() { defer close(done); p.run(ctx) }()
 	defer func() { cancel(); <-done }()
 
+	var finished uint64
 	probed := func(what string) {
 		t.Helper()
 		select {
 		case <-probes:
 		case <-time.After(guardTimeout):
 			t.Fatalf("no probe: %s", what)
+		}
+		// The snapshot function returned; wait until the prober is done
+		// with it (the governor updated), so the checks below see it.
+		finished++
+		for deadline := time.Now().Add(guardTimeout); ; time.Sleep(time.Millisecond) {
+			p.mu.Lock()
+			n := p.mu.finished
+			p.mu.Unlock()
+			if n >= finished {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the probe never finished: %s", what)
+			}
 		}
 	}
 	none := func(what string) {

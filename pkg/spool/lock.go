@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +64,7 @@ func Lock(spoolDir, stateDir string) (*ControllerLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
-	if err := unix.Flock(int(dir.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flockOrOrphan(dir, spoolDir, lockPath); err != nil {
 		_ = dir.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, &LockedError{Spool: spoolDir, PID: holderOf(spoolDir, lockPath), File: lockPath}
@@ -89,6 +90,30 @@ func Lock(spoolDir, stateDir string) (*ControllerLock, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return l, nil
+}
+
+// orphanWait bounds how long Lock waits for a lock whose holder is dead.
+const orphanWait = 3 * time.Second
+
+// flockOrOrphan takes the exclusive flock on f without waiting, except when
+// the PID that took it is gone: a controller killed with -9 while it was
+// forking a batch leaves, for a few milliseconds, a child between fork and
+// exec that still shares its descriptors (and dies of the parent-death
+// signal). Such a lock is waited for, at most orphanWait; a live holder is
+// refused at once.
+func flockOrOrphan(f *os.File, spoolDir, lockPath string) error {
+	deadline := time.Now().Add(orphanWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		pid := holderOf(spoolDir, lockPath)
+		if pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Unlock releases the lock.

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -276,12 +277,33 @@ func (s *Spool) Events() <-chan Event { return s.events }
 // the spool once the file is closed or back; a later WriteStatus of the
 // same path replaces it, a Deleted or Renamed event drops it.
 func (s *Spool) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
-	edit := func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) }
-	err := s.edit(path, edit)
-	if (errors.Is(err, ErrBusy) || errors.Is(err, ErrConflict) || errors.Is(err, fs.ErrNotExist)) && s.deferEdit(path, edit) {
-		return fmt.Errorf("%w: %w", ErrDeferred, err)
+	err := s.edit(path, func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) })
+	if errors.Is(err, ErrBusy) || errors.Is(err, ErrConflict) || errors.Is(err, fs.ErrNotExist) {
+		// The deferred write runs later, on the spool's goroutine: it gets
+		// its own copy, never the caller's status, which the caller goes on
+		// changing.
+		own, cerr := cloneStatus(status)
+		if cerr == nil && s.deferEdit(path, func(b []byte) ([]byte, error) { return ReplaceStatus(b, own) }) {
+			return fmt.Errorf("%w: %w", ErrDeferred, err)
+		}
 	}
 	return err
+}
+
+// cloneStatus returns a deep copy of st.
+func cloneStatus(st *v1alpha1.TaskStatus) (*v1alpha1.TaskStatus, error) {
+	if st == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var out v1alpha1.TaskStatus
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // SetPaused sets spec.paused in the manifest at path (see SetSpecPaused),
