@@ -95,7 +95,7 @@ func describeTo(w io.Writer, f manifestFile, now time.Time) {
 	fmt.Fprintf(tw, "Progress:\t%d/%d items, %d batches\n", st.Progress.ItemsDone, st.Progress.ItemsTotal, st.Progress.BatchesDone)
 	if c := st.Reservation; c != nil {
 		fmt.Fprintf(tw, "Contract:\tbatch %d of %d asked, %d threads, %s memory, %d io slots, %d gpu slots, granted %s ago (governor generation %d)\n",
-			c.Batch, c.BatchRequested, c.Threads, c.Memory.String(), c.IOSlots, c.GPUSlots, now.Sub(c.GrantedAt.Time).Round(time.Second), c.Generation)
+			c.Batch, c.BatchRequested, c.Threads, humanBytes(c.Memory.Value()), c.IOSlots, c.GPUSlots, now.Sub(c.GrantedAt.Time).Round(time.Second), c.Generation)
 	} else {
 		fmt.Fprintf(tw, "Contract:\tnone\n")
 	}
@@ -113,7 +113,7 @@ func describeTo(w io.Writer, f manifestFile, now time.Time) {
 			line += ", " + cell(lb.Reason)
 		}
 		if lb.PeakMemory != nil {
-			line += ", peak " + lb.PeakMemory.String()
+			line += ", peak " + humanBytes(lb.PeakMemory.Value())
 		}
 		fmt.Fprintf(tw, "Last batch:\t%s\n", line)
 	}
@@ -153,7 +153,9 @@ func orDash(s string) string {
 	return s
 }
 
-// qty prints an optional quantity, 0 when unset.
+// qty prints an optional quantity of the spec as the user wrote it (512Mi),
+// 0 when unset. What the controller measured or granted is printed with
+// humanBytes, the one byte format of conditions, logs, get and describe.
 func qty(q *resource.Quantity) string {
 	if q == nil {
 		return "0"
