@@ -150,9 +150,11 @@ func (p *prober) run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	p.probeOnce()
+	// The ticker exists before the first probe, so whoever sees that
+	// probe's effect can step a fake clock past the first tick.
 	t := p.clock.NewTicker(p.interval)
 	defer t.Stop()
+	p.probeOnce()
 	for {
 		select {
 		case <-ctx.Done():
