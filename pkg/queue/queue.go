@@ -408,8 +408,11 @@ func (q *Queue) Run(ctx context.Context) error {
 	q.mu.Unlock()
 	defer q.runs.Done()
 
+	// changed is renewed only once it has fired (and before acting on it),
+	// so a generation change made while the loop is anywhere else is
+	// still seen.
+	changed := q.adm.Changed()
 	for {
-		changed := q.adm.Changed()
 		// The timer exists before the scan, so whoever sees the scan's
 		// effects can step a fake clock past it.
 		t := q.clock.NewTimer(q.cfg.RescanWait)
@@ -428,6 +431,7 @@ func (q *Queue) Run(ctx context.Context) error {
 			return nil
 		case <-q.wake:
 		case <-changed:
+			changed = q.adm.Changed()
 			q.reofferRejected()
 		case <-timeout:
 		}
