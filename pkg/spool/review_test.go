@@ -1,0 +1,74 @@
+package spool
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+)
+
+// review: a deferred write-back retried by the spool's retry goroutine must
+// never put back a status older than one the controller wrote since. The
+// retry reads its edit, then waits for the path lock; the controller's
+// WriteStatus holds that lock, writes a newer status and drops the deferred
+// edit; the retry then wrote the stale one over it, and the controller,
+// whose write landed, never writes again.
+func TestReviewDeferredRetryNeverWritesAnOlderStatus(t *testing.T) {
+	h := newHarness(t, nil)
+	h.write("t.yaml", manifest("a"))
+	h.expect(Added, "t")
+	abs := h.path("t.yaml")
+	sp := h.sp
+	older := &v1alpha1.TaskStatus{Phase: v1alpha1.PhaseRunning, Progress: v1alpha1.Progress{ItemsTotal: 6, ItemsDone: 3}}
+	newer := &v1alpha1.TaskStatus{Phase: v1alpha1.PhaseDone, Progress: v1alpha1.Progress{ItemsTotal: 6, ItemsDone: 6}}
+	if !sp.deferEdit(abs, func(b []byte) ([]byte, error) { return ReplaceStatus(b, older) }) {
+		t.Fatal("deferEdit refused while Run runs")
+	}
+	// The controller's WriteStatus(newer) is under way: it holds the path lock.
+	l := sp.lock(abs)
+	done := make(chan struct{})
+	go func() { defer close(done); sp.retryDeferred(abs) }()
+	deadline := time.Now().Add(waitFor)
+	for {
+		sp.mu.Lock()
+		refs := sp.locks[abs].refs
+		sp.mu.Unlock()
+		if refs >= 2 {
+			break // the retry waits for the lock
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the retry never asked for the path lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// What editAs does under the lock for WriteStatus(newer).
+	edit := func(b []byte) ([]byte, error) { return ReplaceStatus(b, newer) }
+	sp.mu.Lock()
+	sp.lastEdit[abs] = edit
+	sp.mu.Unlock()
+	if err := sp.editFile(abs, edit); err != nil {
+		t.Fatal(err)
+	}
+	sp.mu.Lock()
+	delete(sp.deferred, abs)
+	sp.mu.Unlock()
+	sp.unlock(abs, l)
+	select {
+	case <-done:
+	case <-time.After(waitFor):
+		t.Fatal("retry did not return")
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _ := v1alpha1.ParseManifest("t.yaml", data)
+	if task == nil {
+		t.Fatalf("does not parse:\n%s", data)
+	}
+	if task.Status.Phase != v1alpha1.PhaseDone || task.Status.Progress.ItemsDone != 6 {
+		t.Errorf("the file holds the older status (phase %s, %d items done) over the newer one the controller wrote (Done, 6):\n%s",
+			task.Status.Phase, task.Status.Progress.ItemsDone, data)
+	}
+}
