@@ -162,7 +162,7 @@ type Spool struct {
 	// taken while mu is held. kmu is taken alone.
 	mu       sync.Mutex
 	locks    map[string]*pathLock
-	deferred map[string]editFunc
+	deferred map[string]*editFunc
 	lastEdit map[string]editFunc
 	running  bool
 
@@ -238,7 +238,7 @@ func Open(dir string, opts Options) (*Spool, error) {
 		euid:     os.Geteuid(),
 		retry:    make(chan string, 64),
 		locks:    map[string]*pathLock{},
-		deferred: map[string]editFunc{},
+		deferred: map[string]*editFunc{},
 		lastEdit: map[string]editFunc{},
 		runDone:  make(chan struct{}),
 	}, nil
@@ -365,7 +365,7 @@ func (s *Spool) deferEdit(path string, edit editFunc) bool {
 	if !s.running {
 		return false
 	}
-	s.deferred[abs] = edit
+	s.deferred[abs] = &edit // its own pointer: a retry tells it from a newer one
 	return true
 }
 
@@ -392,22 +392,34 @@ func (s *Spool) dropDeferred(path string) {
 	s.mu.Unlock()
 }
 
-// retryDeferred makes path's deferred write-back, if it is still due.
+// retryDeferred makes path's deferred write-back, if it is still due. The
+// edit is read under the path lock: a write-back that landed meanwhile
+// superseded it, and an older status must never be written over it.
 func (s *Spool) retryDeferred(path string) {
+	l := s.lock(path)
+	defer s.unlock(path, l)
 	s.mu.Lock()
-	edit := s.deferred[path]
+	d := s.deferred[path]
+	if d != nil {
+		s.lastEdit[path] = *d
+	}
 	s.mu.Unlock()
-	if edit == nil {
+	if d == nil {
 		return
 	}
-	err := s.edit(path, edit)
+	err := s.editFile(path, *d)
 	if err == nil {
+		s.mu.Lock()
+		if s.deferred[path] == d {
+			delete(s.deferred, path)
+		}
+		s.mu.Unlock()
 		s.log.Debug().Str("file", filepath.Base(path)).Msg("deferred write-back made")
 		return
 	}
 	if !errors.Is(err, ErrBusy) && !errors.Is(err, ErrConflict) && !errors.Is(err, fs.ErrNotExist) {
 		s.mu.Lock()
-		if s.deferred[path] != nil {
+		if s.deferred[path] == d {
 			delete(s.deferred, path)
 			s.log.Warn().Err(err).Str("file", filepath.Base(path)).Msg("deferred write-back failed")
 		}
