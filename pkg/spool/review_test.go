@@ -72,3 +72,39 @@ func TestReviewDeferredRetryNeverWritesAnOlderStatus(t *testing.T) {
 			task.Status.Phase, task.Status.Progress.ItemsDone, data)
 	}
 }
+
+// review: a rename onto a file that already holds a task of the same
+// metadata.name (a.yaml owns "job", b.yaml is its duplicate; mv a.yaml
+// b.yaml) is a rename: the task moves to b.yaml. It was taken for a
+// modification of b.yaml, and a.yaml's deletion was emitted at the end of
+// the grace period, which cancels the running task.
+func TestReviewRenameOntoAFileOfTheSameName(t *testing.T) {
+	h := newHarness(t, nil)
+	named := func(cmd string) string {
+		return "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: job\nspec:\n  command: [echo, " + cmd + "]\n  items: {count: 1}\n"
+	}
+	h.write("a.yaml", named("a"))
+	h.expect(Added, "a")
+	h.write("b.yaml", named("b"))
+	h.expect(Added, "b")
+	if err := os.Rename(h.path("a.yaml"), h.path("b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var ev Event
+		select {
+		case ev = <-h.sp.Events():
+		case <-time.After(waitFor):
+			t.Fatal("no event after mv a.yaml b.yaml")
+		}
+		if ev.Type == Deleted && ev.Name == "b" {
+			continue // b.yaml's own version is gone: fine before the rename
+		}
+		if ev.Type != Renamed || ev.Name != "b" || ev.OldPath != h.path("a.yaml") {
+			t.Fatalf("after mv a.yaml b.yaml: got %v %s (old path %q), want Renamed b from a.yaml", ev.Type, ev.Name, ev.OldPath)
+		}
+		break
+	}
+	h.clock.Step(2 * DefaultDeleteGrace)
+	h.barrier("b1") // fails on a Deleted a
+}
