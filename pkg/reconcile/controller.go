@@ -1067,11 +1067,14 @@ func (c *Controller) write(e *entry, now time.Time) bool {
 		return false
 	}
 	c.metrics.ObserveStatusWrite(time.Since(start), err)
-	if errors.Is(err, spool.ErrNotRewritable) && !c.closing {
+	if errors.Is(err, spool.ErrNotRewritable) && !c.closing && e.lastWrite.IsZero() && e.task.Status.Phase == "" {
 		// A file whose layout the editor refuses (anchors, several
 		// documents) can never hold a status: its progress could not be
 		// committed, so it does not run. It is reported like a refused
-		// file, and taken again once the user rewrites it.
+		// file, and taken again once the user rewrites it. A file that
+		// held a status already was broken by an edit (a save half-way,
+		// a typo): that is a failed write, retried until the user fixes
+		// it, and the task keeps running.
 		c.log.Warn().Str("task", e.name).Str("file", e.path).Err(err).Msg("manifest ignored: its status cannot be written into it")
 		c.invalid[e.path] = err
 		c.deleteEntry(e.path, "status cannot be written into the manifest")
