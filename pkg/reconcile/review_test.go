@@ -1,12 +1,19 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
 // review: a known task whose file an edit breaks (unparseable YAML) keeps
@@ -47,4 +54,64 @@ func TestReviewABrokenEditDoesNotCancelARunningTask(t *testing.T) {
 		t.Errorf("%d batches ran, want 6", n)
 	}
 	checkTransitions(t, logs)
+}
+
+// review: a task the governor rejects at a sequence break (the machine's
+// memory shrank below what the task needs) goes from Running straight to
+// Rejected in the queue, a transition the phase table forbids: the
+// reconciler refuses it, the file stays Running for good, and the task is
+// never settled.
+func TestReviewARejectionAtASequenceBreakReachesTheFile(t *testing.T) {
+	logs := &syncBuffer{}
+	m := &switchable{snap: fixedMachine()}
+	h := newHarness(t, Config{})
+	h.logs = logs
+	out := filepath.Join(t.TempDir(), "out")
+	h.write("t.yaml", fmt.Sprintf("apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: t}\nspec:\n"+
+		"  command: [sh, -c, 'echo T $LARDON3D_BATCH_START >> %s; sleep 0.3']\n  items: {count: 6}\n"+
+		"  resources: {batch: {max: 1}, fixed: {memory: 5Gi}}\n", out))
+	h.startWithLogs(m.get, logs)
+	h.eventually("running, its status in the file", func() bool {
+		return countMark(t, out, "T") >= 1 && h.status("t.yaml").Phase == v1alpha1.PhaseRunning
+	})
+	m.set(func(s *governor.Snapshot) { s.MemTotal, s.MemAvailable = 4*gi, 4*gi })
+	refused := func() bool { _, r := logs.transitions(t); return len(r) > 0 }
+	h.eventually("Rejected in the file, or a transition refused", func() bool {
+		return h.status("t.yaml").Phase == v1alpha1.PhaseRejected || refused()
+	})
+	checkTransitions(t, logs)
+	if st := h.status("t.yaml"); st.Phase != v1alpha1.PhaseRejected {
+		t.Errorf("the file says %s; the queue rejected the task (ExceedsCapacity)", st.Phase)
+	}
+}
+
+// startWithLogs is startWith (no scratch leases) with the controller's log
+// also sent to logs.
+func (h *harness) startWithLogs(snap SnapshotFunc, logs io.Writer) {
+	h.t.Helper()
+	sp, err := spool.Open(h.dir, spool.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.gov = governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
+	cfg := h.extra
+	cfg.SpoolDir = h.dir
+	cfg.KillGrace = time.Second
+	h.ctrl = New(cfg, Deps{Spool: sp, Governor: h.gov, Snapshot: snap,
+		Logger: zerolog.New(io.MultiWriter(zerolog.NewTestWriter(h.t), logs))})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.done, h.errc = make(chan Outcome, 1), make(chan error, 1)
+	go func() {
+		out, err := h.ctrl.Run(ctx)
+		h.done <- out
+		h.errc <- err
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(30 * time.Second):
+			h.t.Error("the controller did not stop")
+		}
+	})
 }
