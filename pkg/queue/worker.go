@@ -384,6 +384,11 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 			return outNext
 		case d.Verdict == governor.Reject:
 			t.Stop()
+			if e.phase != v1alpha1.PhasePending {
+				// Running (or Paused) → Rejected is not in the phase table:
+				// at the break the task holds no reservation, it is Pending.
+				q.lockedSetPhase(e, v1alpha1.PhasePending, string(d.Reason), DecisionMessage(d))
+			}
 			q.lockedEnd(e, v1alpha1.PhaseRejected, string(d.Reason), DecisionMessage(d))
 			return outStop
 		}
