@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,4 +115,66 @@ func (h *harness) startWithLogs(snap SnapshotFunc, logs io.Writer) {
 			h.t.Error("the controller did not stop")
 		}
 	})
+}
+
+// review: a copy of a running task's manifest (cp a.yaml b.yaml, the name
+// left as it is) is a duplicate and must be written Rejected. Its status,
+// copied from a.yaml, says Running, and Running → Rejected is refused: b.yaml
+// keeps saying Running, and an --exit-when-done run never settles.
+func TestReviewACopyOfARunningManifestIsRejected(t *testing.T) {
+	logs := &syncBuffer{}
+	h := newHarness(t, Config{})
+	h.logs = logs
+	out := filepath.Join(t.TempDir(), "out")
+	h.write("a.yaml", fmt.Sprintf("apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: a}\nspec:\n"+
+		"  command: [sh, -c, 'echo A >> %s; sleep 0.3']\n  items: {count: 20}\n  resources: {batch: {max: 1}}\n", out))
+	h.start()
+	h.eventually("a running, its status in the file", func() bool { return h.status("a.yaml").Phase == v1alpha1.PhaseRunning })
+	data, err := os.ReadFile(filepath.Join(h.dir, "a.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.write("b.yaml", string(data))
+	refused := func() bool { _, r := logs.transitions(t); return len(r) > 0 }
+	h.eventually("b Rejected in its file, or a transition refused", func() bool {
+		return h.status("b.yaml").Phase == v1alpha1.PhaseRejected || refused()
+	})
+	checkTransitions(t, logs)
+	if st := h.status("b.yaml"); st.Phase != v1alpha1.PhaseRejected || !hasCondition(st, v1alpha1.ConditionValid, v1alpha1.ReasonDuplicateName) {
+		t.Errorf("b.yaml, a duplicate of a: phase %s", st.Phase)
+	}
+}
+
+// review: a controller killed with -9 leaves Running in the file; a spec
+// made invalid before the restart must end Rejected. Running → Rejected is
+// refused: the file keeps saying Running, the task is in no queue, and the
+// run never settles.
+func TestReviewAnInvalidEditAfterACrashIsRejected(t *testing.T) {
+	logs := &syncBuffer{}
+	h := newHarness(t, Config{ExitWhenDone: true})
+	h.logs = logs
+	valid := manifest("t", "true", "")
+	task, err := v1alpha1.ParseManifest("t.yaml", []byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := v1alpha1.TaskStatus{Phase: v1alpha1.PhaseRunning, SpecHash: v1alpha1.SpecHash(task.Spec), ObservedGeneration: 1,
+		QueueSeq: 1, Progress: v1alpha1.Progress{ItemsTotal: 4, ItemsDone: 1, BatchesDone: 1}}
+	// The spec as edited while no controller ran: batch.min above batch.max.
+	invalid := manifest("t", "true", "  resources: {batch: {min: 3, max: 2}}\n")
+	data, err := spool.ReplaceStatus([]byte(invalid), &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.write("t.yaml", string(data))
+	h.start()
+	refused := func() bool { _, r := logs.transitions(t); return len(r) > 0 }
+	h.eventually("Rejected in the file, or a transition refused", func() bool {
+		return h.status("t.yaml").Phase == v1alpha1.PhaseRejected || refused()
+	})
+	checkTransitions(t, logs)
+	if st := h.status("t.yaml"); st.Phase != v1alpha1.PhaseRejected {
+		t.Fatalf("the file says %s, want Rejected (InvalidSpec)", st.Phase)
+	}
+	h.wait() // settled
 }
