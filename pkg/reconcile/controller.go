@@ -777,6 +777,7 @@ func (c *Controller) reject(e *entry, hash string, gen int64, err error) {
 	st.SpecHash, st.ObservedGeneration = hash, gen
 	st.Reservation = nil
 	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+	c.leaveActivePhase(e, v1alpha1.ReasonInvalidSpec, err.Error())
 	c.setPhase(e, v1alpha1.PhaseRejected, v1alpha1.ReasonInvalidSpec, err.Error())
 	if wasDone {
 		c.rerunDependents(e)
@@ -794,7 +795,18 @@ func (c *Controller) rejectDuplicate(ev spool.Event, owner string) {
 	msg := fmt.Sprintf("metadata.name %q is already used by %s", e.name, filepath.Base(owner))
 	e.status.SpecHash = v1alpha1.SpecHash(ev.Task.Spec)
 	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateName, msg)
+	c.leaveActivePhase(e, v1alpha1.ReasonDuplicateName, msg)
 	c.setPhase(e, v1alpha1.PhaseRejected, v1alpha1.ReasonDuplicateName, msg)
+}
+
+// leaveActivePhase moves e to Pending when its phase is one no worker of
+// this controller stands behind (Reserved, Running or Paused, read from a
+// file a crashed controller left or copied from another task's) and cannot
+// go to Rejected directly (the phase table).
+func (c *Controller) leaveActivePhase(e *entry, reason, message string) {
+	if !v1alpha1.AllowedTransition(e.status.Phase, v1alpha1.PhaseRejected) {
+		c.setPhase(e, v1alpha1.PhasePending, reason, message)
+	}
 }
 
 // deleteEntry forgets the manifest at path, cancelling its task.
