@@ -443,8 +443,23 @@ func (c *Controller) handleFile(ev spool.Event) {
 func (c *Controller) moveEntry(from, to string) {
 	delete(c.invalid, from)
 	e := c.entries[from]
-	if e == nil || c.entries[to] != nil {
+	if e == nil {
 		return
+	}
+	if d := c.entries[to]; d != nil {
+		// The file moved onto one of the same task name (the spool emits no
+		// deletion for it): of the two, the owner's task goes on.
+		switch {
+		case d.duplicateOf == from:
+			delete(c.entries, to) // the duplicate's file is gone
+			delete(c.dirty, to)
+		case e.duplicateOf == to:
+			delete(c.entries, from) // the owner's file holds the duplicate's text now: an edit
+			delete(c.dirty, from)
+			return
+		default:
+			return
+		}
 	}
 	delete(c.entries, from)
 	e.path = to

@@ -210,3 +210,37 @@ func TestReviewRenameOntoADuplicateKeepsTheBatch(t *testing.T) {
 	}
 	h.eventually("Done in b.yaml", func() bool { return h.status("b.yaml").Phase == v1alpha1.PhaseDone })
 }
+
+// The other way round, mv b.yaml a.yaml (the duplicate onto the running
+// task's file), is an edit of the running task: its batch keeps running.
+func TestReviewADuplicateMovedOntoItsOwnerIsAnEdit(t *testing.T) {
+	logs := &syncBuffer{}
+	h := newHarness(t, Config{})
+	h.logs = logs
+	gate := filepath.Join(t.TempDir(), "gate")
+	body := "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: job}\nspec:\n" +
+		"  command: [sh, -c, 'while [ ! -e " + gate + " ]; do sleep 0.05; done']\n  items: {count: 1}\n"
+	h.write("a.yaml", body)
+	h.start()
+	h.eventually("a running", func() bool { return h.status("a.yaml").Phase == v1alpha1.PhaseRunning })
+	h.write("b.yaml", strings.Replace(body, "sleep 0.05", "sleep 0.06", 1))
+	h.eventually("b Rejected as a duplicate", func() bool { return h.status("b.yaml").Phase == v1alpha1.PhaseRejected })
+	if err := os.Rename(filepath.Join(h.dir, "b.yaml"), filepath.Join(h.dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(spool.DefaultDeleteGrace + time.Second)
+	logs.mu.Lock()
+	cancelled := strings.Contains(logs.buf.String(), "task cancelled")
+	logs.mu.Unlock()
+	if cancelled {
+		t.Error("the running task was cancelled")
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("generation 1 Done, then the edit's generation 2 Done", func() bool {
+		st := h.status("a.yaml")
+		return st.Phase == v1alpha1.PhaseDone && st.ObservedGeneration == 2
+	})
+	checkTransitions(t, logs)
+}

@@ -389,9 +389,13 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 		return true
 	}
 	defer w.s.kick(path)
+	// A new inode under a name that holds a task, while another manifest of
+	// the same task is in its deletion grace: that one was moved here (mv
+	// a.yaml b.yaml, b.yaml a duplicate of a's task).
+	movedHere := f.added && f.id.Inode != id.Inode && w.renamedFrom(base, f.name) != ""
 	f.id = id
 	key := sha256.Sum256(userContent(data))
-	if f.last != 0 && f.last != Refused && key == f.userKey {
+	if f.last != 0 && f.last != Refused && key == f.userKey && !movedHere {
 		// Nothing the user owns changed (e.g. our own status write-back).
 		f.pending = false
 		return true
@@ -419,9 +423,11 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 	}
 	ev := Event{Type: Modified, Path: path, Name: manifestName(base), Data: data, Task: task, Err: perr, Identity: id}
 	name := task.Metadata.Name
-	if !f.added || f.name != name {
+	if !f.added || f.name != name || movedHere {
 		if from := w.renamedFrom(base, name); from != "" {
-			if f.added && !w.gone(ctx, base) { // the task the file held before is replaced
+			// The task the file held before is replaced; one of the same
+			// name is the moved task's (the reconciler sorts out which).
+			if f.added && f.name != name && !w.gone(ctx, base) {
 				return false
 			}
 			w.files[base] = f
