@@ -2,6 +2,7 @@ package spool
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -107,4 +108,34 @@ func TestReviewRenameOntoAFileOfTheSameName(t *testing.T) {
 	}
 	h.clock.Step(2 * DefaultDeleteGrace)
 	h.barrier("b1") // fails on a Deleted a
+}
+
+// review: a write-back of a manifest reached through a symlink writes its
+// dotfile beside the link's target (writeTemp in the target's directory),
+// so a controller killed with -9 may leave it there; Run removes leftovers
+// from the spool directory only, and this one stays for good.
+func TestReviewLeftoversBesideASymlinkedManifestAreRemoved(t *testing.T) {
+	leftover := filepath.Join("sub", ".real.yaml.lardon3d-0123456789ab.tmp")
+	var dir string
+	h := newHarness(t, func(d string) {
+		dir = d
+		if err := os.Mkdir(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "sub", "real.yaml"), []byte(manifest("a")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("sub/real.yaml", filepath.Join(d, "a.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		// What a write-back of a.yaml killed between its dotfile and its swap leaves.
+		if err := os.WriteFile(filepath.Join(d, leftover), []byte(manifest("a")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	h.expect(Added, "a")
+	h.expect(Synced, "")
+	if _, err := os.Lstat(filepath.Join(dir, leftover)); err == nil {
+		t.Errorf("%s left after start-up", leftover)
+	}
 }
