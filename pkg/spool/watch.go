@@ -176,22 +176,48 @@ func (s *Spool) removeLeftovers() {
 	if err != nil {
 		return
 	}
+	n := removeTmpIn(s.root.fd, ents)
+	// A write-back through a symlink makes its dotfile beside the link's
+	// target: look in those directories too (reached by the checked path).
+	seen := map[string]bool{".": true}
+	for _, e := range ents {
+		if e.Type()&fs.ModeSymlink == 0 || !IsManifestName(e.Name()) {
+			continue
+		}
+		t, err := s.root.resolve(e.Name())
+		if err != nil {
+			continue
+		}
+		if d := filepath.Dir(t.rel); !seen[d] {
+			seen[d] = true
+			if sub, err := os.ReadDir(filepath.Join(s.dir, d)); err == nil {
+				n += removeTmpIn(t.parent, sub)
+			}
+		}
+		t.close()
+	}
+	if n > 0 {
+		s.log.Info().Int("files", n).Msg("removed temporary files a previous write-back left")
+	}
+}
+
+// removeTmpIn removes, in the directory dirfd whose entries are ents, the
+// regular files whose name matches tmpPattern; it returns how many.
+func removeTmpIn(dirfd int, ents []os.DirEntry) int {
 	n := 0
 	for _, e := range ents {
 		if !tmpPattern.MatchString(e.Name()) {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Fstatat(s.root.fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if unix.Fstatat(dirfd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
-		if err := unix.Unlinkat(s.root.fd, e.Name(), 0); err == nil {
+		if err := unix.Unlinkat(dirfd, e.Name(), 0); err == nil {
 			n++
 		}
 	}
-	if n > 0 {
-		s.log.Info().Int("files", n).Msg("removed temporary files a previous write-back left")
-	}
+	return n
 }
 
 // deadline is when f next needs the timer (zero: never).
