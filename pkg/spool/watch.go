@@ -460,6 +460,7 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 			delete(w.files, from)
 			ev.Type, ev.OldPath = Renamed, filepath.Join(w.s.dir, from)
 			w.s.dropDeferred(ev.OldPath)
+			w.s.dropDeferred(path) // a write-back of what the file held before
 			f.added = true
 		}
 	}
