@@ -20,7 +20,7 @@ run: build
 	@spool=$${SPOOL:-$$(mktemp -d -t lardon3d-spool.XXXXXX)}; \
 	chmod 700 "$$spool" && cp examples/tasks/*.yaml "$$spool"/ && \
 	echo "spool: $$spool" && \
-	PATH="$(BIN):$$PATH" $(BIN)/lardon3d-controller run --spool "$$spool" --exit-when-done --log-format console
+	PATH="$(BIN):$$PATH" $(BIN)/lardon3d-controller run --spool "$$spool" --exit-when-done
 
 ## test: vet, format check, the race-enabled test suite (deterministic: fuzz seed corpora, fixed seeds)
 test: vet fmt-check unit
