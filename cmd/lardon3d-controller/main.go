@@ -63,7 +63,9 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Run batch tasks from a spool of YAML manifests without running the machine out of memory",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.SetVersionTemplate("lardon3d-controller {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
