@@ -2,11 +2,15 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
 
 // The end-to-end tests of the kubectl-like verbs and flags of issue 16.
@@ -54,5 +58,82 @@ func TestFormatVersion(t *testing.T) {
 		if got := formatVersion(&c.info); got != c.want {
 			t.Errorf("formatVersion(%+v) = %q, want %q", c.info, got, c.want)
 		}
+	}
+}
+
+// startCLI starts the CLI in the background; its output is read while it
+// runs, its exit code from the returned channel.
+func startCLI(t *testing.T, args ...string) (*syncBuffer, <-chan int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), "lardon3d-controller"), args...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		_ = cmd.Wait()
+		done <- cmd.ProcessState.ExitCode()
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return out, done
+}
+
+func TestLogsPrintsTailsAndFollowsTheTaskLog(t *testing.T) {
+	spool := newSpool(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	path := writeManifest(t, spool, "talker.yaml", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, 'echo one; echo two; while [ ! -e %s ]; do sleep 0.05; done; echo three']
+  items: {count: 1}
+`, gate))
+	startController(t, spool)
+	var logFile string
+	eventually(t, 30*time.Second, "the task to run and print two lines", func() bool {
+		task := readTask(t, path)
+		logFile = task.Status.LogFile
+		data, _ := os.ReadFile(logFile)
+		return task.Status.Phase == v1alpha1.PhaseRunning && strings.HasSuffix(string(data), "one\ntwo\n")
+	})
+	header, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, "logs", "talker", "--spool", spool); code != 0 || out != string(header) {
+		t.Fatalf("logs: exit %d, output %q; want exit 0, the log file %q", code, out, header)
+	}
+	for n, want := range map[string]string{"0": "", "1": "two\n", "2": "one\ntwo\n"} {
+		if out, code := runCLI(t, "logs", "talker", "--tail", n, "--spool", spool); code != 0 || out != want {
+			t.Errorf("logs --tail %s: exit %d, output %q; want exit 0, %q", n, code, out, want)
+		}
+	}
+
+	out, done := startCLI(t, "logs", "-f", "talker", "--spool", spool)
+	eventually(t, 10*time.Second, "logs -f to print the log so far", func() bool { return out.String() == string(header) })
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("logs -f: exit %d: %s", code, out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("logs -f still following 30 s after the task was let go; printed %q", out)
+	}
+	if p := phaseOf(t, path); p != v1alpha1.PhaseDone {
+		t.Fatalf("logs -f returned with the task %s", p)
+	}
+	final, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(final), "one\ntwo\nthree\n=== batch 0 ended: ") {
+		t.Fatalf("log file does not end the batch as expected: %q", final)
+	}
+	if out.String() != string(final) {
+		t.Fatalf("logs -f printed %q, want the whole log %q", out, final)
 	}
 }

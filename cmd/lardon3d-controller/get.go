@@ -37,10 +37,11 @@ func newGetCommand(g *globals) *cobra.Command {
 					return "", err
 				}
 				if len(args) == 1 {
-					files = selectName(files, args[0])
-					if len(files) == 0 {
-						return "", fmt.Errorf("no task %q in %s", args[0], g.spool)
+					one := selectName(files, args[0])
+					if len(one) == 0 {
+						return "", unknownTaskError(g.spool, args[0], files)
 					}
+					files = one
 				}
 				var b strings.Builder
 				if err := render(&b, files, output, len(args) == 1, time.Now()); err != nil {

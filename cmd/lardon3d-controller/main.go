@@ -80,6 +80,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newPauseCommand(g, true),
 		newPauseCommand(g, false),
 		newBudgetsCommand(g),
+		newLogsCommand(g),
 	)
 	return root
 }

@@ -82,5 +82,5 @@ func findTask(dir, name string) (manifestFile, error) {
 			return f, nil
 		}
 	}
-	return manifestFile{}, fmt.Errorf("no task %q in %s", name, dir)
+	return manifestFile{}, unknownTaskError(dir, name, files)
 }
