@@ -137,3 +137,56 @@ spec:
 		t.Fatalf("logs -f printed %q, want the whole log %q", out, final)
 	}
 }
+
+func TestDeleteRemovesManifestsAndRefusesUnknownNames(t *testing.T) {
+	spool := newSpool(t)
+	const long = `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, "sleep 60 & wait"]
+  items: {count: 1}
+  resources: {threads: 1}
+`
+	runner := writeManifest(t, spool, "runner.yaml", long)
+	other := writeManifest(t, spool, "other.yaml", strings.Replace(long, "sleep 60", "sleep 61", 1))
+	startController(t, spool, "--delete-grace", "500ms")
+	var pgid int
+	eventually(t, 30*time.Second, "runner to run", func() bool {
+		task := readTask(t, runner)
+		if task.Status.Phase == v1alpha1.PhaseRunning && task.Status.ProcessGroup != nil {
+			pgid = task.Status.ProcessGroup.PGID
+			return len(groupMembers(pgid)) > 0
+		}
+		return false
+	})
+
+	// One unknown name: nothing is deleted, and the likely name is offered.
+	out, code := runCLI(t, "delete", "other", "runer", "--spool", spool)
+	want := fmt.Sprintf("error: no task %q in %s; did you mean %q?\n", "runer", spool, "runner")
+	if code != 1 || out != want {
+		t.Fatalf("delete other runer: exit %d, output %q; want exit 1, %q", code, out, want)
+	}
+	for _, p := range []string{runner, other} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("a refused delete removed %s: %v", p, err)
+		}
+	}
+	out, code = runCLI(t, "delete", "nothing-like-it", "--spool", spool)
+	if want := fmt.Sprintf("error: no task %q in %s\n", "nothing-like-it", spool); code != 1 || out != want {
+		t.Fatalf("delete nothing-like-it: exit %d, output %q; want exit 1, %q", code, out, want)
+	}
+
+	out, code = runCLI(t, "delete", "runner", "other", "runner", "--spool", spool)
+	if want := "task runner deleted (runner.yaml)\ntask other deleted (other.yaml)\n"; code != 0 || out != want {
+		t.Fatalf("delete runner other runner: exit %d, output %q; want exit 0, %q", code, out, want)
+	}
+	for _, p := range []string{runner, other} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s still there after delete: %v", p, err)
+		}
+	}
+	eventually(t, 20*time.Second, "the deleted task's processes to be cancelled", func() bool { return len(groupMembers(pgid)) == 0 })
+	if out, code := runCLI(t, "get", "--spool", spool); code != 0 || out != "NAME   PHASE   PROGRESS   BATCH   MEMORY   AGE   REASON\n" {
+		t.Fatalf("get after delete: exit %d, output %q", code, out)
+	}
+}

@@ -81,6 +81,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newPauseCommand(g, false),
 		newBudgetsCommand(g),
 		newLogsCommand(g),
+		newDeleteCommand(g),
 	)
 	return root
 }
