@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +22,9 @@ type manifestFile struct {
 // readSpool reads every manifest of dir, sorted by task name. It works
 // whether or not a controller runs: status is what the controller last wrote.
 func readSpool(dir string) ([]manifestFile, error) {
+	if err := checkSpoolDir(dir); err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
@@ -34,6 +38,21 @@ func readSpool(dir string) ([]manifestFile, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
 	return out, nil
+}
+
+// checkSpoolDir fails unless dir is a directory (through symlinks): a
+// verb pointed at no spool says so instead of printing an empty listing.
+func checkSpoolDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("spool %s: no such directory (--spool or LARDON3D_SPOOL)", dir)
+	case err != nil:
+		return fmt.Errorf("spool %s: %w", dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("spool %s: not a directory (--spool or LARDON3D_SPOOL)", dir)
+	}
+	return nil
 }
 
 // readManifest reads one manifest through the spool's checked path: what
