@@ -190,3 +190,28 @@ spec:
 		t.Fatalf("get after delete: exit %d, output %q", code, out)
 	}
 }
+
+func TestUnknownTaskNamesGetADidYouMean(t *testing.T) {
+	spool := newSpool(t)
+	const body = `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, "true"]
+  items: {count: 1}
+`
+	features := writeManifest(t, spool, "features.yaml", body)
+	writeManifest(t, spool, "matching.yaml", body)
+	near := fmt.Sprintf("error: no task %q in %s; did you mean %q?\n", "featurs", spool, "features")
+	far := fmt.Sprintf("error: no task %q in %s\n", "reconstruction", spool)
+	for _, verb := range [][]string{{"describe"}, {"pause"}, {"resume"}, {"logs"}, {"logs", "-f"}, {"get"}, {"delete"}} {
+		for name, want := range map[string]string{"featurs": near, "reconstruction": far} {
+			args := append(append([]string{}, verb...), name, "--spool", spool)
+			if out, code := runCLI(t, args...); code != 1 || out != want {
+				t.Errorf("%s: exit %d, output %q; want exit 1, %q", strings.Join(args, " "), code, out, want)
+			}
+		}
+	}
+	if data, err := os.ReadFile(features); err != nil || string(data) != body {
+		t.Fatalf("a refused verb touched features.yaml: %v\n%s", err, data)
+	}
+}
