@@ -215,3 +215,29 @@ spec:
 		t.Fatalf("a refused verb touched features.yaml: %v\n%s", err, data)
 	}
 }
+
+func TestNamesAsGetONamePrintsThemAreAccepted(t *testing.T) {
+	spool := newSpool(t)
+	const body = `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, "true"]
+  items: {count: 1}
+`
+	writeManifest(t, spool, "features.yaml", body)
+	writeManifest(t, spool, "matching.yaml", body)
+	if out, code := runCLI(t, "describe", "task/features", "--spool", spool); code != 0 || !strings.HasPrefix(out, "Name:        features\n") {
+		t.Errorf("describe task/features: exit %d, output %q", code, out)
+	}
+	if out, code := runCLI(t, "get", "task/matching", "-o", "name", "--spool", spool); code != 0 || out != "task/matching\n" {
+		t.Errorf("get task/matching -o name: exit %d, output %q", code, out)
+	}
+	names, code := runCLI(t, "get", "-o", "name", "--spool", spool)
+	if code != 0 {
+		t.Fatalf("get -o name: exit %d: %s", code, names)
+	}
+	args := append([]string{"delete", "--spool", spool}, strings.Fields(names)...)
+	if out, code := runCLI(t, args...); code != 0 || out != "task features deleted (features.yaml)\ntask matching deleted (matching.yaml)\n" {
+		t.Errorf("delete $(get -o name): exit %d, output %q", code, out)
+	}
+}

@@ -39,7 +39,8 @@ func deletionTargets(dir string, names []string) ([]manifestFile, error) {
 	}
 	var out []manifestFile
 	seen := map[string]bool{}
-	for _, name := range names {
+	for _, arg := range names {
+		name := taskArg(arg)
 		if seen[name] {
 			continue
 		}

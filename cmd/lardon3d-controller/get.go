@@ -87,9 +87,10 @@ func showTasks(dir string, args []string, sel labels.Selector, o *getOptions) (s
 		return "", err
 	}
 	if len(args) == 1 {
-		one := selectName(files, args[0])
+		name := taskArg(args[0])
+		one := selectName(files, name)
 		if len(one) == 0 {
-			return "", unknownTaskError(dir, args[0], files)
+			return "", unknownTaskError(dir, name, files)
 		}
 		files = one
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
@@ -90,8 +91,13 @@ func (m manifestFile) invalid() bool {
 	return m.unparseable() || (m.err != nil && m.task.Status.Phase == "")
 }
 
-// findTask finds the manifest of the task called name.
+// taskArg is the task name a command-line argument names: NAME, or
+// task/NAME as `get -o name` prints it.
+func taskArg(arg string) string { return strings.TrimPrefix(arg, "task/") }
+
+// findTask finds the manifest of the task called name (see taskArg).
 func findTask(dir, name string) (manifestFile, error) {
+	name = taskArg(name)
 	files, err := readSpool(dir)
 	if err != nil {
 		return manifestFile{}, err
