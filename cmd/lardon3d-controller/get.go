@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,60 +12,163 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
 
+// getOptions are the flags of `get`.
+type getOptions struct {
+	output    string
+	selector  string
+	sortBy    string
+	noHeaders bool
+	watch     bool
+}
+
+// check validates the flags; an error is a usage error.
+func (o *getOptions) check() (labels.Selector, error) {
+	switch o.output {
+	case "", "wide", "name", "json", "yaml":
+	default:
+		return nil, fmt.Errorf("-o %q: want wide, name, json or yaml", o.output)
+	}
+	switch o.sortBy {
+	case "", "queue", "name", "age", "phase":
+	default:
+		return nil, fmt.Errorf("--sort-by %q: want queue, name, age or phase", o.sortBy)
+	}
+	sel, err := labels.Parse(o.selector)
+	if err != nil {
+		return nil, fmt.Errorf("-l %q: %w", o.selector, err)
+	}
+	return sel, nil
+}
+
 func newGetCommand(g *globals) *cobra.Command {
-	var output string
-	var watch bool
+	o := &getOptions{}
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
-		Short: "List tasks as a table, or print them as JSON or YAML",
+		Short: "List tasks as a table (in queue order), or print them as names, JSON or YAML",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch output {
-			case "", "wide", "json", "yaml":
-			default:
-				return &exitError{code: 2, err: fmt.Errorf("-o %q: want json or yaml", output)}
+			sel, err := o.check()
+			if err != nil {
+				return &exitError{code: 2, err: err}
 			}
-			w := cmd.OutOrStdout()
-			show := func() (string, error) {
-				files, err := readSpool(g.spool)
-				if err != nil {
-					return "", err
-				}
-				if len(args) == 1 {
-					files = selectName(files, args[0])
-					if len(files) == 0 {
-						return "", fmt.Errorf("no task %q in %s", args[0], g.spool)
-					}
-				}
-				var b strings.Builder
-				if err := render(&b, files, output, len(args) == 1, time.Now()); err != nil {
-					return "", err
-				}
-				if output == "json" {
-					return safeJSON(b.String()), nil
-				}
-				return safeText(b.String()), nil
-			}
+			show := func() (string, error) { return showTasks(g.spool, args, sel, o) }
 			out, err := show()
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			fmt.Fprint(w, out)
-			if !watch {
+			fmt.Fprint(cmd.OutOrStdout(), out)
+			if !o.watch {
 				return nil
 			}
 			return followSpool(cmd, g.spool, out, show)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: a table)")
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after listing, follow changes")
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", "", "output format: wide, name, json or yaml (default: a table)")
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector (k8s syntax: app=colmap,stage!=mesh,env in (a,b))")
+	f.StringVar(&o.sortBy, "sort-by", "queue", "row order: queue (status.queueSeq; not yet queued last), name, age (oldest first) or phase")
+	f.BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
+	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, follow changes")
 	return cmd
+}
+
+// showTasks renders the spool's tasks (or the one named in args) the way
+// o asks, escaped for a terminal.
+func showTasks(dir string, args []string, sel labels.Selector, o *getOptions) (string, error) {
+	files, err := readSpool(dir)
+	if err != nil {
+		return "", err
+	}
+	if len(args) == 1 {
+		name := taskArg(args[0])
+		one := selectName(files, name)
+		if len(one) == 0 {
+			return "", unknownTaskError(dir, name, files)
+		}
+		files = one
+	}
+	files = selectLabels(files, sel)
+	sortFiles(files, o.sortBy)
+	var b strings.Builder
+	if err := render(&b, files, o.output, o.noHeaders, len(args) == 1, time.Now()); err != nil {
+		return "", err
+	}
+	if o.output == "json" {
+		return safeJSON(b.String()), nil
+	}
+	return safeText(b.String()), nil
+}
+
+// selectLabels keeps the files whose task's labels match sel (a file that
+// is not parseable has no labels).
+func selectLabels(files []manifestFile, sel labels.Selector) []manifestFile {
+	if sel.Empty() {
+		return files
+	}
+	var out []manifestFile
+	for _, f := range files {
+		var set labels.Set
+		if f.task != nil {
+			set = f.task.Metadata.Labels
+		}
+		if sel.Matches(set) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// sortFiles orders files by the --sort-by key, ties in queue order, then
+// by name (files come sorted by name).
+func sortFiles(files []manifestFile, by string) {
+	sort.SliceStable(files, func(i, j int) bool { return queueLess(files[i], files[j]) })
+	switch by {
+	case "name":
+		sort.SliceStable(files, func(i, j int) bool { return files[i].name() < files[j].name() })
+	case "age":
+		sort.SliceStable(files, func(i, j int) bool { return startLess(files[i], files[j]) })
+	case "phase":
+		sort.SliceStable(files, func(i, j int) bool { return phaseName(files[i]) < phaseName(files[j]) })
+	}
+}
+
+// queueSeq is f's position in the queue; 0 when it was never queued.
+func queueSeq(f manifestFile) int64 {
+	if f.task == nil {
+		return 0
+	}
+	return f.task.Status.QueueSeq
+}
+
+// queueLess orders by queue position, the never queued last.
+func queueLess(a, b manifestFile) bool {
+	qa, qb := queueSeq(a), queueSeq(b)
+	if (qa == 0) != (qb == 0) {
+		return qb == 0
+	}
+	return qa < qb
+}
+
+// startLess orders by start time, oldest first, the never started last.
+func startLess(a, b manifestFile) bool {
+	var ta, tb *time.Time
+	if a.task != nil && a.task.Status.StartTime != nil {
+		ta = &a.task.Status.StartTime.Time
+	}
+	if b.task != nil && b.task.Status.StartTime != nil {
+		tb = &b.task.Status.StartTime.Time
+	}
+	if (ta == nil) != (tb == nil) {
+		return tb == nil
+	}
+	return ta != nil && ta.Before(*tb)
 }
 
 // followSpool reprints the view whenever the spool changes, until the
@@ -109,45 +213,93 @@ func selectName(files []manifestFile, name string) []manifestFile {
 	return nil
 }
 
-// render prints files as a table, or as JSON/YAML objects.
-func render(w io.Writer, files []manifestFile, output string, single bool, now time.Time) error {
+// render prints files as a table (output "" or "wide"), as task/NAME
+// lines, or as JSON/YAML objects.
+func render(w io.Writer, files []manifestFile, output string, noHeaders, single bool, now time.Time) error {
 	switch output {
 	case "json", "yaml":
-		var tasks []*v1alpha1.Task
+		return renderObjects(w, files, output, single)
+	case "name":
 		for _, f := range files {
-			if f.task != nil {
-				tasks = append(tasks, f.task)
+			fmt.Fprintf(w, "task/%s\n", cell(f.name()))
+		}
+		return nil
+	}
+	wide := output == "wide"
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	if !noHeaders {
+		header := "NAME\tPHASE\tPROGRESS\tBATCH\tMEMORY\tAGE\tREASON"
+		if wide {
+			header += "\tTHREADS\tGEN\tQUEUE\tLABELS"
+		}
+		fmt.Fprintln(tw, header)
+	}
+	for _, f := range files {
+		if f.invalid() {
+			row := fmt.Sprintf("%s\t%s\t-\t-\t-\t-\t%s", cell(f.name()), "Invalid", cell(oneLine(f.err)))
+			if wide {
+				row += "\t-\t-\t-\t-"
 			}
+			fmt.Fprintln(tw, row)
+			continue
 		}
-		var obj any = map[string]any{"items": tasks}
-		if single && len(tasks) == 1 {
-			obj = tasks[0]
+		row := tableRow(f.task, now)
+		if wide {
+			row += "\t" + wideColumns(f.task)
 		}
-		if output == "json" {
-			data, err := json.MarshalIndent(obj, "", "  ")
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(w, "%s\n", data)
-			return err
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+// renderObjects prints the parseable tasks of files as JSON or YAML: a
+// list, or the one task of `get NAME`.
+func renderObjects(w io.Writer, files []manifestFile, output string, single bool) error {
+	tasks := []*v1alpha1.Task{}
+	for _, f := range files {
+		if f.task != nil {
+			tasks = append(tasks, f.task)
 		}
-		data, err := yaml.Marshal(obj)
+	}
+	var obj any = map[string]any{"items": tasks}
+	if single && len(tasks) == 1 {
+		obj = tasks[0]
+	}
+	if output == "json" {
+		data, err := json.MarshalIndent(obj, "", "  ")
 		if err != nil {
 			return err
 		}
-		_, err = w.Write(data)
+		_, err = fmt.Fprintf(w, "%s\n", data)
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPHASE\tPROGRESS\tBATCH\tMEMORY\tAGE\tREASON")
-	for _, f := range files {
-		if f.invalid() {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t%s\n", cell(f.name()), "Invalid", cell(oneLine(f.err)))
-			continue
-		}
-		fmt.Fprintln(tw, tableRow(f.task, now))
+	data, err := yaml.Marshal(obj)
+	if err != nil {
+		return err
 	}
-	return tw.Flush()
+	_, err = w.Write(data)
+	return err
+}
+
+// wideColumns are the columns -o wide adds: the contract's threads, the
+// generation, the queue position and the labels.
+func wideColumns(t *v1alpha1.Task) string {
+	st := t.Status
+	threads, gen, queue := "-", "-", "-"
+	if r := st.Reservation; r != nil {
+		threads = fmt.Sprint(r.Threads)
+	}
+	if st.ObservedGeneration > 0 {
+		gen = fmt.Sprint(st.ObservedGeneration)
+	}
+	if st.QueueSeq > 0 {
+		queue = fmt.Sprint(st.QueueSeq)
+	}
+	lbl := labels.Set(t.Metadata.Labels).String()
+	if lbl == "" {
+		lbl = "-"
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s", threads, gen, queue, cell(lbl))
 }
 
 // printTable prints the final table of a run.
@@ -157,7 +309,7 @@ func printTable(w io.Writer, tasks []*v1alpha1.Task, now time.Time) {
 		files = append(files, manifestFile{task: t})
 	}
 	var b strings.Builder
-	_ = render(&b, files, "", false, now)
+	_ = render(&b, files, "", false, false, now)
 	fmt.Fprint(w, safeText(b.String()))
 }
 

@@ -63,7 +63,9 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Run batch tasks from a spool of YAML manifests without running the machine out of memory",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.SetVersionTemplate("lardon3d-controller {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
@@ -78,6 +80,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newPauseCommand(g, true),
 		newPauseCommand(g, false),
 		newBudgetsCommand(g),
+		newLogsCommand(g),
+		newDeleteCommand(g),
 	)
 	return root
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
@@ -21,6 +23,9 @@ type manifestFile struct {
 // readSpool reads every manifest of dir, sorted by task name. It works
 // whether or not a controller runs: status is what the controller last wrote.
 func readSpool(dir string) ([]manifestFile, error) {
+	if err := checkSpoolDir(dir); err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
@@ -34,6 +39,21 @@ func readSpool(dir string) ([]manifestFile, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
 	return out, nil
+}
+
+// checkSpoolDir fails unless dir is a directory (through symlinks): a
+// verb pointed at no spool says so instead of printing an empty listing.
+func checkSpoolDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("spool %s: no such directory (--spool or LARDON3D_SPOOL)", dir)
+	case err != nil:
+		return fmt.Errorf("spool %s: %w", dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("spool %s: not a directory (--spool or LARDON3D_SPOOL)", dir)
+	}
+	return nil
 }
 
 // readManifest reads one manifest through the spool's checked path: what
@@ -71,8 +91,13 @@ func (m manifestFile) invalid() bool {
 	return m.unparseable() || (m.err != nil && m.task.Status.Phase == "")
 }
 
-// findTask finds the manifest of the task called name.
+// taskArg is the task name a command-line argument names: NAME, or
+// task/NAME as `get -o name` prints it.
+func taskArg(arg string) string { return strings.TrimPrefix(arg, "task/") }
+
+// findTask finds the manifest of the task called name (see taskArg).
 func findTask(dir, name string) (manifestFile, error) {
+	name = taskArg(name)
 	files, err := readSpool(dir)
 	if err != nil {
 		return manifestFile{}, err
@@ -82,5 +107,5 @@ func findTask(dir, name string) (manifestFile, error) {
 			return f, nil
 		}
 	}
-	return manifestFile{}, fmt.Errorf("no task %q in %s", name, dir)
+	return manifestFile{}, unknownTaskError(dir, name, files)
 }

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// maxLogRead bounds what `logs` reads of a log file.
+const maxLogRead = 64 << 20
+
+// followPoll is how often `logs -f` looks at the log and the task.
+const followPoll = 200 * time.Millisecond
+
+// logsOptions are the flags of `logs`.
+type logsOptions struct {
+	tail   int
+	follow bool
+}
+
+func newLogsCommand(g *globals) *cobra.Command {
+	o := &logsOptions{}
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print a task's log (status.logFile); -f follows it until the task is Done, Failed or Rejected",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w := logWriter(cmd.OutOrStdout())
+			if err := runLogs(cmd, g.spool, args[0], o, w); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.tail, "tail", -1, "print only the last N lines (-1: all)")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "follow the log until the task is terminal")
+	return cmd
+}
+
+// logWriter escapes the log for a terminal (as every other verb escapes
+// what it prints); to a file or a pipe the log goes as it is.
+func logWriter(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return escapingWriter{w}
+		}
+	}
+	return w
+}
+
+// escapingWriter writes through safeText.
+type escapingWriter struct{ w io.Writer }
+
+func (e escapingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(e.w, safeText(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// runLogs prints the log of task name, then follows it if asked.
+func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) error {
+	f, err := findTask(dir, name)
+	if err != nil {
+		return err
+	}
+	if !o.follow {
+		if f.task == nil || f.task.Status.LogFile == "" {
+			return fmt.Errorf("task %s has no log yet (phase %s)", f.name(), phaseName(f))
+		}
+		data, err := readLog(f.task.Status.LogFile)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(tailLines(data, o.tail))
+		return err
+	}
+	return followLog(cmd, dir, name, o.tail, w)
+}
+
+// followLog prints the log as it grows, until the task is terminal (and
+// its log printed to the end) or the command's context ends.
+func followLog(cmd *cobra.Command, dir, name string, tail int, w io.Writer) error {
+	var printed int64 = -1 // nothing yet: the first read honours --tail
+	var path string
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	for {
+		f, err := findTask(dir, name)
+		if err != nil {
+			return err
+		}
+		terminal := f.task != nil && v1alpha1.IsTerminal(f.task.Status.Phase)
+		if f.task != nil && f.task.Status.LogFile != "" {
+			if p := f.task.Status.LogFile; p != path {
+				path, printed = p, -1
+			}
+			if printed, err = printNew(path, printed, tail, w); err != nil {
+				return err
+			}
+		}
+		if terminal {
+			return nil
+		}
+		select {
+		case <-cmd.Context().Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// printNew prints what the log at path holds beyond its first printed
+// bytes (all of it, tailed, when printed < 0) and returns the new count.
+// A log shorter than what was printed started over: it is printed anew.
+func printNew(path string, printed int64, tail int, w io.Writer) (int64, error) {
+	if st, err := os.Stat(path); err != nil || st.Size() == printed {
+		return printed, nil // not there yet, or unchanged: nothing to read
+	}
+	data, err := readLog(path)
+	if err != nil {
+		return printed, err
+	}
+	n := int64(len(data))
+	switch {
+	case printed < 0:
+		_, err = w.Write(tailLines(data, tail))
+	case n < printed:
+		_, err = w.Write(data)
+	default:
+		_, err = w.Write(data[printed:])
+	}
+	return n, err
+}
+
+// readLog reads a log through the spool's checked path: a regular file
+// owned by this user or root, never a FIFO or a device.
+func readLog(path string) ([]byte, error) {
+	data, err := spool.ReadManifest(filepath.Dir(path), filepath.Base(path), maxLogRead)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// tailLines is the last n lines of data (all of it when n < 0); a last
+// line without a newline counts as a line.
+func tailLines(data []byte, n int) []byte {
+	if n < 0 {
+		return data
+	}
+	if n == 0 {
+		return nil
+	}
+	start := len(data)
+	if start > 0 && data[start-1] == '\n' {
+		start--
+	}
+	for range n {
+		j := bytes.LastIndexByte(data[:start], '\n')
+		if j < 0 {
+			return data
+		}
+		start = j
+	}
+	return data[start+1:]
+}
+
+// phaseName is the phase get would show for f.
+func phaseName(f manifestFile) string {
+	if f.invalid() {
+		return "Invalid"
+	}
+	if p := f.task.Status.Phase; p != "" {
+		return string(p)
+	}
+	return "New"
+}
