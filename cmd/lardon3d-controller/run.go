@@ -172,6 +172,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		exitWhenDone bool
 		allowShared  bool
 		metricsAddr  string
+		withPprof    bool
 		stateDir     string
 		killGrace    time.Duration
 		deleteGrace  time.Duration
@@ -186,6 +187,7 @@ func newRunCommand(g *globals) *cobra.Command {
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled: 0 if all are Done, 1 otherwise")
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
+	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
 	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go (default SPOOL/.lardon3d)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
 	f.DurationVar(&deleteGrace, "delete-grace", spool.DefaultDeleteGrace, "how long a vanished manifest may take to come back (an editor's save) or to reappear renamed before its task is cancelled")
@@ -231,7 +233,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("--metrics-addr: %w", err)}
 			}
-			srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+			srv := &http.Server{Handler: m.Handler(withPprof), ReadHeaderTimeout: 5 * time.Second}
 			go func() {
 				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error().Err(err).Msg("metrics server stopped")

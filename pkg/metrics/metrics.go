@@ -111,12 +111,15 @@ func (m *Metrics) SetPhases(counts map[v1alpha1.Phase]int) {
 // SetReady marks the controller ready (the spool was listed once).
 func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
 
-// Handler serves /metrics, /healthz, /readyz and the Go profiler under
-// /debug/pprof/.
-func (m *Metrics) Handler() http.Handler {
+// Handler serves /metrics, /healthz, /readyz and, with withPprof, the Go
+// profiler under /debug/pprof/ (asked for with --pprof: it exposes the
+// process's internals).
+func (m *Metrics) Handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

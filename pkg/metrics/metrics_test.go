@@ -31,7 +31,13 @@ func TestEndpoints(t *testing.T) {
 		CPU:          governor.BudgetState{Capacity: 2, Reserved: 1, Free: 1},
 		Reservations: 2, Generation: 3, LoadDeferred: true,
 	})
-	h := m.Handler()
+	h := m.Handler(false)
+	if code, _ := get(t, h, "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without --pprof: %d, want 404", code)
+	}
+	if code, _ := get(t, m.Handler(true), "/debug/pprof/"); code != http.StatusOK {
+		t.Errorf("/debug/pprof/ with --pprof: %d, want 200", code)
+	}
 	if code, _ := get(t, h, "/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before the spool is listed: %d, want 503", code)
 	}
