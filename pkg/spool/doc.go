@@ -106,7 +106,10 @@
 //     if the process dies now) and hand it, still open and leased, to the
 //     keeper: done. If not, swap back (the writer's inode is the manifest
 //     again) and retry; if our version was opened for writing between the
-//     two swaps, the keeper gets it instead.
+//     two swaps, the keeper gets it instead. When the swap back fails, or
+//     what comes back is a third writer's version, the displaced version is
+//     kept as NAME.yaml.lardon3d-conflict-HEX (never under the temp name,
+//     which start-up removes).
 //
 // After the second lost round the lease is taken before the read (step 1),
 // so that a stream of writers cannot starve the write-back: a writer that

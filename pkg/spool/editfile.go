@@ -284,14 +284,14 @@ func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResu
 	// their open descriptor writes into the manifest), and start again.
 	if err := unix.Renameat2(t.parent, tmp, t.parent, t.leaf, unix.RENAME_EXCHANGE); err != nil {
 		removeTmp = false
-		return 0, fmt.Errorf("edit %s: swap back (the newer version is kept as %s): %w", path, tmp, err)
+		return 0, fmt.Errorf("edit %s: swap back (the newer version is kept as %s): %w", path, keepAside(t.parent, t.leaf, tmp), err)
 	}
 	var back unix.Stat_t
 	if err := unix.Fstatat(t.parent, tmp, &back, unix.AT_SYMLINK_NOFOLLOW); err != nil || back.Ino != written {
 		// What came back is not our version: a third writer replaced the
 		// file meanwhile. Keep it rather than guess which one is newest.
 		removeTmp = false
-		return 0, fmt.Errorf("edit %s: %w: concurrent replacements, a version is kept as %s", path, ErrConflict, tmp)
+		return 0, fmt.Errorf("edit %s: %w: concurrent replacements, a version is kept as %s", path, ErrConflict, keepAside(t.parent, t.leaf, tmp))
 	}
 	if ours != nil {
 		// Did someone open our version for writing between the two swaps?
@@ -398,4 +398,19 @@ func syncDir(dirfd int) error {
 		return fmt.Errorf("fsync dir: %w", err)
 	}
 	return nil
+}
+
+// keepAside renames a user's version that a write-back displaced and must
+// keep (tmp, a dotfile of this package's temp pattern, which start-up
+// removes) to NAME.yaml.lardon3d-conflict-HEX beside the manifest: not a
+// manifest, not a temp file, so nothing removes it. It returns the name the
+// version is kept under (tmp itself when the rename fails).
+func keepAside(dir int, leaf, tmp string) string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	name := leaf + ".lardon3d-conflict-" + hex.EncodeToString(rnd[:])
+	if err := unix.Renameat2(dir, tmp, dir, name, unix.RENAME_NOREPLACE); err != nil {
+		return tmp
+	}
+	return name
 }

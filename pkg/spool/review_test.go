@@ -1,8 +1,10 @@
 package spool
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +139,35 @@ func TestReviewLeftoversBesideASymlinkedManifestAreRemoved(t *testing.T) {
 	h.expect(Synced, "")
 	if _, err := os.Lstat(filepath.Join(dir, leftover)); err == nil {
 		t.Errorf("%s left after start-up", leftover)
+	}
+}
+
+// A user's version a write-back must keep (a failed swap-back, or two
+// writers replacing the file at once) is renamed out of the temp-file
+// pattern, so the next start-up's clean-up does not delete it.
+func TestAKeptVersionIsNotALeftover(t *testing.T) {
+	dir := t.TempDir()
+	tmp := ".t.yaml.lardon3d-0123456789ab.tmp"
+	if err := os.WriteFile(filepath.Join(dir, tmp), []byte("the user's newer text\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !tmpPattern.MatchString(tmp) {
+		t.Fatalf("%s does not look like a leftover: the test is wrong", tmp)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	name := keepAside(int(d.Fd()), "t.yaml", tmp)
+	if name == tmp || tmpPattern.MatchString(name) || !strings.HasPrefix(name, "t.yaml.lardon3d-conflict-") {
+		t.Fatalf("kept as %q", name)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || string(got) != "the user's newer text\n" {
+		t.Fatalf("kept version: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, tmp)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the temp name is still there: %v", err)
 	}
 }
