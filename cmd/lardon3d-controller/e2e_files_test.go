@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lardon3d/lardon3d-controller/internal/testseed"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
 
@@ -344,20 +345,7 @@ func leftoverDotfiles(t *testing.T, dir string) []string {
 // dotfiles the killed one left is there. A planted leftover goes too, a
 // look-alike stays.
 func TestKill9LeavesNoDotfiles(t *testing.T) {
-	seed := uint64(25)
-	switch v := os.Getenv("LARDON3D_RANDOM_SEED"); v {
-	case "":
-	case "random":
-		seed = uint64(time.Now().UnixNano())
-	default:
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("LARDON3D_RANDOM_SEED=%q", v)
-		}
-		seed = n
-	}
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := rand.New(rand.NewPCG(testseed.Seeds(t, 25)[0], 0))
 	spool := newSpool(t)
 	for i := 0; i < 3; i++ {
 		writeManifest(t, spool, fmt.Sprintf("t%d.yaml", i), fastTask)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -39,7 +40,12 @@ type harness struct {
 	// logs, when set, also receives the controller's JSON log.
 	wrap func(Spool) Spool
 	logs io.Writer
-	stop context.CancelFunc
+	// snapshot, leases and govOpts, when set, replace the fixed machine,
+	// run without scratch leases and the governor's default options.
+	snapshot SnapshotFunc
+	leases   *scratch.Leases
+	govOpts  []governor.Option
+	stop     context.CancelFunc
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -70,10 +76,14 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.gov = governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
+	h.gov = governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1}, h.govOpts...)
 	cfg := h.extra
 	cfg.SpoolDir = h.dir
 	cfg.KillGrace = time.Second
+	snap := h.snapshot
+	if snap == nil {
+		snap = func() (governor.Snapshot, error) { return fixedMachine(), nil }
+	}
 	var s Spool = sp
 	if h.wrap != nil {
 		s = h.wrap(sp)
@@ -82,8 +92,7 @@ func (h *harness) start() {
 	if h.logs != nil {
 		logw = io.MultiWriter(logw, h.logs)
 	}
-	h.ctrl = New(cfg, Deps{Spool: s, Governor: h.gov, Snapshot: func() (governor.Snapshot, error) { return fixedMachine(), nil },
-		Logger: zerolog.New(logw)})
+	h.ctrl = New(cfg, Deps{Spool: s, Governor: h.gov, Snapshot: snap, Scratch: h.leases, Logger: zerolog.New(logw)})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	done, errc, ctrl := make(chan Outcome, 1), make(chan error, 1), h.ctrl

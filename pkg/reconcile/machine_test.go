@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,31 +45,8 @@ func (s *switchable) set(f func(*governor.Snapshot)) {
 // optionally, scratch leases and governor options.
 func (h *harness) startWith(snap SnapshotFunc, leases *scratch.Leases, opts ...governor.Option) {
 	h.t.Helper()
-	sp, err := spool.Open(h.dir, spool.Options{Logger: zerolog.Nop()})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.gov = governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1}, opts...)
-	cfg := h.extra
-	cfg.SpoolDir = h.dir
-	cfg.KillGrace = time.Second
-	h.ctrl = New(cfg, Deps{Spool: sp, Governor: h.gov, Snapshot: snap, Scratch: leases,
-		Logger: zerolog.New(zerolog.NewTestWriter(h.t))})
-	ctx, cancel := context.WithCancel(context.Background())
-	h.done, h.errc = make(chan Outcome, 1), make(chan error, 1)
-	go func() {
-		out, err := h.ctrl.Run(ctx)
-		h.done <- out
-		h.errc <- err
-	}()
-	h.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-h.done:
-		case <-time.After(30 * time.Second):
-			h.t.Error("the controller did not stop")
-		}
-	})
+	h.snapshot, h.leases, h.govOpts = snap, leases, opts
+	h.start()
 }
 
 // within fails the test when f does not return within the guard: a call

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -90,31 +87,8 @@ func TestReviewARejectionAtASequenceBreakReachesTheFile(t *testing.T) {
 // also sent to logs.
 func (h *harness) startWithLogs(snap SnapshotFunc, logs io.Writer) {
 	h.t.Helper()
-	sp, err := spool.Open(h.dir, spool.Options{Logger: zerolog.Nop()})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.gov = governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
-	cfg := h.extra
-	cfg.SpoolDir = h.dir
-	cfg.KillGrace = time.Second
-	h.ctrl = New(cfg, Deps{Spool: sp, Governor: h.gov, Snapshot: snap,
-		Logger: zerolog.New(io.MultiWriter(zerolog.NewTestWriter(h.t), logs))})
-	ctx, cancel := context.WithCancel(context.Background())
-	h.done, h.errc = make(chan Outcome, 1), make(chan error, 1)
-	go func() {
-		out, err := h.ctrl.Run(ctx)
-		h.done <- out
-		h.errc <- err
-	}()
-	h.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-h.done:
-		case <-time.After(30 * time.Second):
-			h.t.Error("the controller did not stop")
-		}
-	})
+	h.logs = logs
+	h.startWith(snap, nil)
 }
 
 // review: a copy of a running task's manifest (cp a.yaml b.yaml, the name

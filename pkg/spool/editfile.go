@@ -402,13 +402,10 @@ func syncDir(dirfd int) error {
 
 // keepAside renames a user's version that a write-back displaced and must
 // keep (tmp, a dotfile of this package's temp pattern, which start-up
-// removes) to NAME.yaml.lardon3d-conflict-HEX beside the manifest: not a
-// manifest, not a temp file, so nothing removes it. It returns the name the
+// removes) to a conflictName beside the manifest. It returns the name the
 // version is kept under (tmp itself when the rename fails).
 func keepAside(dir int, leaf, tmp string) string {
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	name := leaf + ".lardon3d-conflict-" + hex.EncodeToString(rnd[:])
+	name := conflictName(leaf)
 	if err := unix.Renameat2(dir, tmp, dir, name, unix.RENAME_NOREPLACE); err != nil {
 		return tmp
 	}

@@ -167,6 +167,15 @@ func (s *Spool) settleKept(k *kept) {
 		Msg("a write reached the version a write-back displaced and could not be merged; it is kept beside the manifest")
 }
 
+// conflictName is a fresh name beside the manifest leaf for a version of
+// the user's that is kept: NAME.yaml.lardon3d-conflict-HEX, neither a
+// manifest nor a temp file, so nothing reads or removes it.
+func conflictName(leaf string) string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	return leaf + ".lardon3d-conflict-" + hex.EncodeToString(rnd[:])
+}
+
 // saveConflict writes data beside the manifest at path under a name that
 // is not a manifest (NAME.yaml.lardon3d-conflict-HEX).
 func (s *Spool) saveConflict(path string, data []byte) (string, error) {
@@ -175,9 +184,7 @@ func (s *Spool) saveConflict(path string, data []byte) (string, error) {
 		return "", err
 	}
 	defer t.close()
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	name := t.leaf + ".lardon3d-conflict-" + hex.EncodeToString(rnd[:])
+	name := conflictName(t.leaf)
 	fd, err := unix.Openat(t.parent, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lardon3d/lardon3d-controller/internal/testseed"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
 
@@ -463,27 +464,6 @@ func TestRunRemovesLeftovers(t *testing.T) {
 	}
 }
 
-// randomSeed returns the seed of a randomized test: LARDON3D_RANDOM_SEED
-// unset means fixed (make test is deterministic), "random" a fresh one, a
-// number that seed. The seed is logged so any run can be replayed.
-func randomSeed(t *testing.T, fixed uint64) uint64 {
-	t.Helper()
-	seed := fixed
-	switch v := os.Getenv("LARDON3D_RANDOM_SEED"); v {
-	case "":
-	case "random":
-		seed = uint64(time.Now().UnixNano())
-	default:
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("LARDON3D_RANDOM_SEED=%q: want a number or \"random\"", v)
-		}
-		seed = n
-	}
-	t.Logf("seed %d (replay with LARDON3D_RANDOM_SEED=%d)", seed, seed)
-	return seed
-}
-
 // TestMixedWritersAgainstStatusWrites is the fuzz-style test of the write
 // path: a writer edits the manifest at random, by rename into place, in
 // place through the same inode, by `>>` append and by truncate-and-write,
@@ -491,10 +471,10 @@ func randomSeed(t *testing.T, fixed uint64) uint64 {
 // edit once two more write-back rounds ended: the file parses, it holds
 // the writer's counter of this edit and every line appended since the last
 // whole-file rewrite (nothing the writer wrote is lost), and status is
-// there. The seed is fixed in make test (see randomSeed).
+// there. The seed is fixed in make test (see internal/testseed).
 func TestMixedWritersAgainstStatusWrites(t *testing.T) {
 	const steps = 400
-	rng := rand.New(rand.NewPCG(randomSeed(t, 11), 0))
+	rng := rand.New(rand.NewPCG(testseed.Seeds(t, 11)[0], 0))
 	dir := fastTempDir(t)
 	path := filepath.Join(dir, "t.yaml")
 	body := func(i int) string {

@@ -496,7 +496,7 @@ func jsonFields(t reflect.Type) map[string]jsonField {
 func unknownFieldDetail(key string, fields map[string]jsonField) string {
 	best, bestDist := "", 3
 	for name := range fields {
-		dist := editDistance(strings.ToLower(key), strings.ToLower(name))
+		dist := EditDistance(strings.ToLower(key), strings.ToLower(name))
 		if dist < bestDist || (dist == bestDist && name < best) {
 			best, bestDist = name, dist
 		}
@@ -507,23 +507,26 @@ func unknownFieldDetail(key string, fields map[string]jsonField) string {
 	return "unknown field"
 }
 
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+// EditDistance is the Levenshtein distance between a and b, in runes: the
+// measure of every "did you mean" (fields here, task names in the command
+// line).
+func EditDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
 	for j := range prev {
 		prev[j] = j
 	}
-	for i := 1; i <= len(a); i++ {
+	for i := 1; i <= len(ra); i++ {
 		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+		for j := 1; j <= len(rb); j++ {
 			cost := 1
-			if a[i-1] == b[j-1] {
+			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 		}
 		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return prev[len(rb)]
 }
