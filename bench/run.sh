@@ -227,6 +227,13 @@ packing() {
 		mkdir -p "$spool" && chmod 700 "$spool" && cp "$dir"/manifests/*.yaml "$spool"/
 		"${m[@]}" --subject lardon3d-controller --spool "$spool" --makespan-file "$dir/controller.makespan" -- \
 			"$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w.log" || true
+		batch_peaks "$w" "$spool"
+		# The same workload without cgroups (the RSS sampler alone), in the
+		# same run: enforcement's cost, before and after.
+		local spool_off=$dir/spool-sampler
+		mkdir -p "$spool_off" && chmod 700 "$spool_off" && cp "$dir"/manifests/*.yaml "$spool_off"/
+		"${m[@]}" --subject "lardon3d-controller --cgroups off (RSS sampler only)" --spool "$spool_off" -- \
+			"$CONTROLLER" run --spool "$spool_off" --exit-when-done --cgroups off "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-sampler.log" || true
 		if [ "$FAST" = 1 ] && [ -s "$dir/controller.makespan" ]; then
 			timeout=$(awk -v t="$timeout" -v c="$(cat "$dir/controller.makespan")" 'BEGIN { c = 1.5 * c + 1; printf "%.0f", (c < t) ? c : t }')
 			m=("$BK" measure --state "$CG_STATE" --results "$RESULTS" --case "packing-$w" --items-total "$ITEMS" --timeout "${timeout}s")
@@ -251,6 +258,27 @@ packing() {
 			env PATH="$SHIM:$PATH" bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-whole.txt" "$memfree"
 	fi
 	peer "xargs -P $NPROC, whole tasks" naive xargs -- bash "$BENCH/peers.sh" xargs "$NPROC" "$dir/jobs-whole.txt"
+}
+# batch_peaks W SPOOL: the largest peak and working set the batches' own
+# cgroups reported (the "=== batch N ended" lines of the task logs), as a note.
+batch_peaks() {
+	local peaks
+	peaks=$(cat "$2"/.lardon3d/logs/*.log 2>/dev/null | awk '
+		function bytes(v,   n, u) {
+			n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+			if (u == "KiB") n *= 1024; else if (u == "MiB") n *= 1048576; else if (u == "GiB") n *= 1073741824
+			return n
+		}
+		/^=== batch [0-9]+ ended:/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i == "memory" && $(i - 1) == "peak") { p = $(i + 1); sub(/,$/, "", p); if (bytes(p) > maxp) maxp = bytes(p) }
+				if ($i == "set" && $(i - 1) == "working") { s = $(i + 1); sub(/,$/, "", s); if (bytes(s) > maxs) maxs = bytes(s) }
+			}
+			if (/in cgroup|working set/) n++
+		}
+		END { if (n) printf "%d batches in cgroups: largest kernel peak %.0f MiB, largest working set %.0f MiB", n, maxp / 1048576, maxs / 1048576 }')
+	[ -n "$peaks" ] && NOTES+=("packing-$1, the controller's batch cgroups: $peaks")
+	return 0
 }
 if want packing-A || want packing-B; then
 	SHIM=$OUT/shim

@@ -115,6 +115,9 @@ func describeTo(w io.Writer, f manifestFile, now time.Time) {
 		if lb.PeakMemory != nil {
 			line += ", peak " + humanBytes(lb.PeakMemory.Value())
 		}
+		if lb.WorkingSet != nil {
+			line += ", working set " + humanBytes(lb.WorkingSet.Value())
+		}
 		fmt.Fprintf(tw, "Last batch:\t%s\n", line)
 	}
 	if st.StartTime != nil {

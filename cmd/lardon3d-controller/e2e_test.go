@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 )
 
 // The end-to-end tests run the real binaries on real spools. They find the
@@ -106,11 +109,30 @@ func startController(t *testing.T, spool string, args ...string) *controller {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-c.done
+		// What the killed controller's batches left, as a restart would.
+		if tree, err := openCgroups("auto", "", stateDirOf(spool, full), zerolog.Nop()); err == nil && tree != nil {
+			_, _ = runner.KillLeftoverCgroups(tree)
+			_ = tree.Remove()
+		}
 		if t.Failed() {
 			t.Logf("controller output:\n%s", tail(c.stderr.String(), 6000))
 		}
 	})
 	return c
+}
+
+// stateDirOf returns the state directory a controller started with args
+// uses.
+func stateDirOf(spool string, args []string) string {
+	for i, a := range args {
+		if a == "--state-dir" && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, "--state-dir="); ok {
+			return v
+		}
+	}
+	return filepath.Join(spool, ".lardon3d")
 }
 
 // syncBuffer is a bytes.Buffer safe to read while the process writes it.
@@ -472,9 +494,9 @@ spec:
 	if out, code := runCLI(t, "pause", "--spool", spool, "long"); code != 0 {
 		t.Fatalf("pause: %s", out)
 	}
-	eventually(t, 20*time.Second, "every process of the group stopped and phase Paused", func() bool {
+	eventually(t, 20*time.Second, "every process of the group stopped (T) or frozen in its cgroup (D), and phase Paused", func() bool {
 		for _, pid := range groupMembers(pgid) {
-			if procState(pid) != 'T' {
+			if st := procState(pid); st != 'T' && st != 'D' {
 				return false
 			}
 		}
@@ -489,7 +511,7 @@ spec:
 	eventually(t, 20*time.Second, "the group to run again", func() bool {
 		members := groupMembers(pgid)
 		for _, pid := range members {
-			if procState(pid) == 'T' {
+			if st := procState(pid); st == 'T' || st == 'D' {
 				return false
 			}
 		}

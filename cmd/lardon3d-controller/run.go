@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -12,10 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/metrics"
 	"github.com/lardon3d/lardon3d-controller/pkg/probe"
@@ -176,6 +179,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		stateDir     string
 		killGrace    time.Duration
 		deleteGrace  time.Duration
+		cgroupMode   string
+		cgroupParent string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -190,6 +195,8 @@ func newRunCommand(g *globals) *cobra.Command {
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
 	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go (default SPOOL/.lardon3d)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
+	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch, so the kernel enforces its memory limit and kills every process it started: auto (use them where the machine allows, else the RSS sampler, with a warning), required (refuse to start without), off")
+	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path (as in /proc/self/cgroup) under which the batches' cgroups are created (default: the controller's own cgroup)")
 	f.DurationVar(&deleteGrace, "delete-grace", spool.DefaultDeleteGrace, "how long a vanished manifest may take to come back (an editor's save) or to reappear renamed before its task is cancelled")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := newLogger(g, cmd.ErrOrStderr())
@@ -213,6 +220,10 @@ func newRunCommand(g *globals) *cobra.Command {
 		}
 		defer lock.Unlock()
 		spoolAbs, err := filepath.Abs(g.spool)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		cgroups, err := openCgroups(cgroupMode, cgroupParent, stateDir, log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -252,7 +263,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			ExitWhenDone: exitWhenDone,
 			KillGrace:    killGrace,
 			Queue:        qcfg,
-		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Metrics: m, Logger: log})
+		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -269,4 +280,34 @@ func newRunCommand(g *globals) *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// openCgroups opens the subtree of the batches' cgroups for --cgroups mode:
+// nil (the RSS sampler) with "off", or with "auto" where no memory cgroup
+// can be used. The subtree is named after the state directory, so that a
+// restarted controller finds what a crashed one left.
+func openCgroups(mode, parent, stateDir string, log zerolog.Logger) (*cgroup.Tree, error) {
+	switch mode {
+	case "off":
+		log.Info().Msg("cgroups off: batch memory is watched by the RSS sampler, processes that leave their process group are not seen")
+		return nil, nil
+	case "auto", "required":
+	default:
+		return nil, fmt.Errorf("--cgroups: want auto, required or off, got %q", mode)
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	tree, err := cgroup.Open(cgroup.Options{Parent: parent, Name: fmt.Sprintf("lardon3d-%x", sum[:6])})
+	if err != nil {
+		if mode == "auto" && errors.Is(err, cgroup.ErrUnavailable) && parent == "" {
+			log.Warn().Err(err).Msg("no cgroup for the batches: memory is watched by the RSS sampler (a burst between two samples is not stopped, processes that leave their process group are not seen); --cgroups required refuses to run like this")
+			return nil, nil
+		}
+		return nil, fmt.Errorf("--cgroups %s: %w", mode, err)
+	}
+	log.Info().Int("version", tree.Version()).Str("dir", tree.Dir()).Msg("each batch runs in a cgroup of its own")
+	return tree, nil
 }

@@ -84,8 +84,12 @@ type BatchResult struct {
 	Reason string
 	// Message explains Reason with numbers.
 	Message string
-	// PeakMemoryBytes is the group's peak resident memory.
+	// PeakMemoryBytes is the batch's peak memory: its cgroup's peak
+	// charge, or the group's sampled resident memory without a cgroup.
 	PeakMemoryBytes int64
+	// PeakWorkingSetBytes is the batch's highest sampled working set (page
+	// cache it only read excluded).
+	PeakWorkingSetBytes int64
 	// Started and Ended bound the batch.
 	Started, Ended time.Time
 }

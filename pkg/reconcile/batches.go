@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 )
@@ -41,6 +42,8 @@ type batchRunner struct {
 	onGroup   func(groupNote)
 	// scratch creates a lease's directory before its batch starts.
 	scratch interface{ Create(dir string) error }
+	// cgroups is the subtree of the batches' cgroups; nil without.
+	cgroups *cgroup.Tree
 
 	mu struct {
 		sync.Mutex
@@ -145,6 +148,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		RunDir:          ri.runDir,
 		KillGrace:       b.killGrace,
 		Attempt:         qb.Attempt,
+		Cgroup:          b.cgroups,
 	}
 	rb, err := runner.Start(ctx, spec)
 	if err != nil {
@@ -201,10 +205,11 @@ func writeGroupFile(path string, pg runner.ProcessGroup) error {
 const StateDirEnv = "LARDON3D_STATE_DIR"
 
 // killLeftovers kills what a previous controller on the same state
-// directory left behind: the process groups on record, then every process
-// carrying the state directory in its environment. It returns how many
-// processes it killed. Every record is removed once handled.
-func killLeftovers(stateDir string, log zerolog.Logger) int {
+// directory left behind: the process groups (and cgroups) on record, then
+// every batch cgroup left under the subtree; without cgroups, every process
+// of this user carrying the state directory in its environment. It returns
+// how many processes it killed. Every record is removed once handled.
+func killLeftovers(stateDir string, cgroups *cgroup.Tree, log zerolog.Logger) int {
 	files, _ := filepath.Glob(filepath.Join(stateDir, "run", "*", "group-*.json"))
 	total := 0
 	for _, f := range files {
@@ -226,6 +231,18 @@ func killLeftovers(stateDir string, log zerolog.Logger) int {
 			continue
 		}
 		_ = os.Remove(f)
+	}
+	if cgroups != nil {
+		// Every batch is born in a cgroup under the subtree: what is
+		// there is all that can be left, whatever session it moved to.
+		n, err := runner.KillLeftoverCgroups(cgroups)
+		if err != nil {
+			log.Warn().Err(err).Msg("leftover batch cgroups not all handled")
+		}
+		if n > 0 {
+			log.Info().Int("killed", n).Str("cgroup", cgroups.Dir()).Msg("killed the leftovers of a previous controller in their cgroups")
+		}
+		return total + n
 	}
 	n, err := runner.KillByEnv(StateDirEnv, stateDir)
 	if err != nil {
@@ -268,12 +285,13 @@ func (r runningBatch) Cancel()       { r.b.Cancel() }
 func (r runningBatch) Wait() queue.BatchResult {
 	res := r.b.Wait()
 	return queue.BatchResult{
-		ExitCode:        res.ExitCode,
-		Reason:          res.Reason,
-		Message:         res.Message,
-		PeakMemoryBytes: res.PeakMemoryBytes,
-		Started:         res.Started,
-		Ended:           res.Ended,
+		ExitCode:            res.ExitCode,
+		Reason:              res.Reason,
+		Message:             res.Message,
+		PeakMemoryBytes:     res.PeakMemoryBytes,
+		PeakWorkingSetBytes: res.PeakWorkingSetBytes,
+		Started:             res.Started,
+		Ended:               res.Ended,
 	}
 }
 

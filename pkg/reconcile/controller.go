@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
@@ -86,6 +87,10 @@ type Deps struct {
 	Snapshot SnapshotFunc
 	// Scratch creates and removes scratch lease directories; optional.
 	Scratch *scratch.Leases
+	// Cgroups, optional, is the subtree under which each batch gets a
+	// cgroup of its own (the kernel enforces its memory limit and knows
+	// every process it started); nil runs batches under the RSS sampler.
+	Cgroups *cgroup.Tree
 	// Metrics, optional.
 	Metrics Metrics
 	// Logger for transitions.
@@ -200,6 +205,7 @@ func New(cfg Config, deps Deps) *Controller {
 		c.metrics = noMetrics{}
 	}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
+	c.batches.cgroups = deps.Cgroups
 	adm := c.newMachine(deps)
 	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }))
 	return c
@@ -227,7 +233,7 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 		}
 	}
 	// Before anything runs again: what a crashed controller left dies.
-	killLeftovers(c.cfg.StateDir, c.log)
+	killLeftovers(c.cfg.StateDir, c.batches.cgroups, c.log)
 	stopMachine := c.startMachine()
 	spoolCtx, stopSpool := context.WithCancel(context.Background())
 	defer stopSpool()
@@ -958,6 +964,9 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 		}
 		if r.PeakMemoryBytes > 0 {
 			lb.PeakMemory = resource.NewQuantity(r.PeakMemoryBytes, resource.BinarySI)
+		}
+		if r.PeakWorkingSetBytes > 0 {
+			lb.WorkingSet = resource.NewQuantity(r.PeakWorkingSetBytes, resource.BinarySI)
 		}
 		st.LastBatch = lb
 		st.ProcessGroup = nil

@@ -1,5 +1,6 @@
 // Package runner runs one batch of a task as real processes: the command,
-// once, as its own process group, under the batch's contract.
+// once, as its own process group and, when Spec.Cgroup is set, in a cgroup
+// of its own, under the batch's contract.
 //
 // What it owns:
 //   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir,
@@ -21,36 +22,49 @@
 //     CPU affinity of Spec.CPUs (set on the forking thread so the child is
 //     bound from its first instruction; when the kernel refuses, the batch
 //     runs unbound and the log says so);
-//   - the memory watch: every SampleInterval the resident memory (RSS) of
-//     every process of the group is summed through procfs; above
-//     MemoryLimit×(1+tolerance) the group is killed with SIGKILL and the
-//     batch ends with ReasonMemoryExceeded. RSS counts shared pages once per
-//     process, so the sum errs on the high side. The reported peak is the
-//     highest sampled sum (the leader's ru_maxrss is not used: a forked
-//     child starts with its parent's, so it would report the controller's
-//     own size);
+//   - the batch's cgroup (Spec.Cgroup set): created before the start with
+//     the limit MemoryLimit×(1+tolerance), the command born inside it
+//     (package cgroup places it before its first instruction), removed at
+//     the end. The kernel enforces the limit; an OOM kill in the cgroup
+//     ends the whole batch with ReasonMemoryExceeded, the reported peak is
+//     the kernel's (shared pages count once), and the working set (usage
+//     minus inactive file pages) is sampled every SampleInterval;
+//   - without a cgroup, the memory watch: every SampleInterval the resident
+//     memory (RSS) of every process of the group is summed through procfs;
+//     above MemoryLimit×(1+tolerance) the group is killed with SIGKILL and
+//     the batch ends with ReasonMemoryExceeded. RSS counts shared pages once
+//     per process, so the sum errs on the high side, and a burst between
+//     two samples is not seen. The reported peak is the highest sampled sum
+//     (the leader's ru_maxrss is not used: a forked child starts with its
+//     parent's, so it would report the controller's own size);
 //   - the timeout (paused time excluded) and Cancel: SIGTERM and SIGCONT to
-//     the group, SIGKILL after KillGrace;
+//     every process of the cgroup and the group (a frozen cgroup is thawed
+//     first), SIGKILL after KillGrace;
+//   - pause: the cgroup frozen (every member, whatever its session), or,
+//     without one, SIGSTOP to the group;
 //   - the end: the leader is waited for without being reaped (waitid
 //     WNOWAIT), so its pid and group id cannot be reused while the rest of
-//     the group is killed; every process left in the group after the leader
-//     exited gets SIGKILL (Result.Stragglers counts them); only when no live
-//     process remains is the leader reaped and Wait released. Zombies count
-//     as gone: they hold no memory and their parent owns them.
+//     the batch is killed; every process left in the cgroup (or, without
+//     one, the group) after the leader exited gets SIGKILL
+//     (Result.Stragglers counts them); only when no live process remains
+//     is the leader reaped and Wait released. Zombies count as gone: they
+//     hold no memory and their parent owns them.
 //
 // Crash safety: the parent-death signal kills the leader when the
 // controller dies (Linux delivers it when the thread that forked the child
 // exits: do not call Start from a goroutine locked to its thread that then
 // ends). Grandchildren do not get it; Batch.Group gives the group id with
-// the leader's start time and the boot id, to be recorded, and KillLeftover
-// kills what a crashed controller left, never a process whose pid was
-// reused.
+// the leader's start time, the boot id and the cgroup, to be recorded;
+// KillLeftover kills what a crashed controller left (everything in the
+// cgroup, then the group, never a process whose pid was reused), and
+// KillLeftoverCgroups everything left under the subtree. KillByEnv, for a
+// controller without cgroups, kills only the caller's user's processes.
 //
 // What it must never do: decide admission or read the machine's budgets
 // (the governor does), retry or resize batches (the queue does), signal a
-// process outside the batch's group, or import other packages of this
-// project than pkg/apis/v1alpha1 (reason names) and pkg/governor (its byte
-// format, so that numbers read the same everywhere).
+// process outside the batch's cgroup and group, or import other packages of
+// this project than pkg/apis/v1alpha1 (reason names), pkg/governor (its byte
+// format, so that numbers read the same everywhere) and pkg/cgroup.
 //
 // Concurrency: each Batch has one supervising goroutine that owns sampling,
 // the timeout, cancellation and the end, plus one goroutine blocked in

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 )
 
 // member is one process of a group, as read from /proc/PID/stat.
@@ -163,12 +165,65 @@ const leftoverWait = 5 * time.Second
 //
 // Then the whole group gets SIGKILL, and KillLeftover waits (up to 5 s) for
 // its processes to be gone; killed counts the live processes found.
+//
+// When the record names the batch's cgroup, every process still in it is
+// killed first (whatever group or session it moved to) and the cgroup is
+// removed.
 func KillLeftover(pg ProcessGroup) (killed int, err error) {
+	if pg.Cgroup != nil {
+		n, err := killCgroup(*pg.Cgroup)
+		killed += n
+		if err != nil {
+			return killed, err
+		}
+	}
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return 0, fmt.Errorf("open procfs: %w", err)
+		return killed, fmt.Errorf("open procfs: %w", err)
 	}
-	return killLeftover(fs, procfs.DefaultMountPoint, pg)
+	n, err := killLeftover(fs, procfs.DefaultMountPoint, pg)
+	return killed + n, err
+}
+
+// killCgroup kills what is left in a recorded cgroup and removes it; a
+// cgroup already gone counts as empty.
+func killCgroup(ref cgroup.Ref) (int, error) {
+	g, err := cgroup.Load(ref)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := g.Kill(leftoverWait)
+	if err != nil {
+		return n, fmt.Errorf("%w: %v", ErrLeftoverSurvived, err)
+	}
+	return n, g.Remove()
+}
+
+// KillLeftoverCgroups kills every process in the batch cgroups a previous
+// controller left under the subtree t, and removes them. It returns how
+// many live processes it found.
+func KillLeftoverCgroups(t *cgroup.Tree) (int, error) {
+	groups, err := t.Leftovers()
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	var errs []error
+	for _, g := range groups {
+		n, err := g.Kill(leftoverWait)
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: %v", ErrLeftoverSurvived, err))
+			continue
+		}
+		if err := g.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
 }
 
 func killLeftover(fs procfs.FS, procRoot string, pg ProcessGroup) (int, error) {
@@ -224,12 +279,14 @@ func killLeftover(fs procfs.FS, procRoot string, pg ProcessGroup) (int, error) {
 	}
 }
 
-// KillByEnv kills, with SIGKILL, every process of this user whose
-// environment holds name=value, and the process groups they lead or belong
-// to, except the caller's own group. A restarted controller uses it with the
-// variable every batch carries (its state directory) to reach what a
-// crashed one left before the group could be recorded, or what left the
-// group with setsid. It returns how many processes carried the variable.
+// KillByEnv kills, with SIGKILL, every process of this user (same real
+// uid as the caller) whose environment holds name=value, and the process
+// groups they lead, except the caller's own group. A restarted controller
+// without cgroups uses it with the variable every batch carries (its state
+// directory) to reach what a crashed one left before the group could be
+// recorded, or what left the group with setsid. A process of another user
+// carrying the variable is never touched, nor its group. It returns how
+// many processes it killed.
 func KillByEnv(name, value string) (int, error) {
 	if name == "" || value == "" {
 		return 0, fmt.Errorf("%w: empty environment marker", ErrInvalidSpec)
@@ -243,7 +300,7 @@ func killByEnv(procRoot, entry string) (int, error) {
 		return 0, fmt.Errorf("list processes: %w", err)
 	}
 	want := []byte(entry + "\x00")
-	self, ownGroup := os.Getpid(), unix.Getpgrp()
+	self, ownGroup, uid := os.Getpid(), unix.Getpgrp(), uint32(os.Getuid())
 	groups := map[int]bool{}
 	found := 0
 	for _, e := range ents {
@@ -251,12 +308,19 @@ func killByEnv(procRoot, entry string) (int, error) {
 		if err != nil || pid == self {
 			continue
 		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join(procRoot, e.Name()), &st) != nil || st.Uid != uid {
+			continue // another user's process, whatever its environment
+		}
 		env, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "environ"))
 		if err != nil || !(bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))) {
 			continue
 		}
 		found++
-		if pg, err := unix.Getpgid(pid); err == nil && pg > 1 && pg != ownGroup {
+		// Only a group this process leads: a process that carries the
+		// variable in someone's shell job must not take the job's other
+		// processes with it.
+		if pg, err := unix.Getpgid(pid); err == nil && pg == pid && pg > 1 && pg != ownGroup {
 			groups[pg] = true
 		}
 		_ = unix.Kill(pid, unix.SIGKILL)

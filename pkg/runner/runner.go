@@ -2,9 +2,9 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"math"
 	"os"
 	"os/exec"
@@ -18,6 +18,9 @@ import (
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 )
 
 // pauseWait bounds how long Pause waits for every process to stop.
@@ -33,7 +36,11 @@ type Batch struct {
 	started   time.Time
 	log       *os.File
 	itemsFile string
-	// rss is the group's resident memory at the last sample.
+	// cg is the batch's control group; nil when it runs under the sampler
+	// alone.
+	cg *cgroup.Group
+	// rss is the batch's memory at the last sample: its cgroup's working
+	// set, or the group's resident memory.
 	rss atomic.Int64
 
 	cancelOnce sync.Once
@@ -86,10 +93,26 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	b.logf("=== batch %d items %s threads %d memory %s attempt %d at %s ===",
 		s.BatchIndex, itemRange(s), s.Threads, memoryText(s.MemoryLimit), s.Attempt,
 		time.Now().Format(time.RFC3339))
-	if err := b.start(); err != nil {
+	fail := func(err error) (*Batch, error) {
 		b.logf("=== batch %d could not start: %v ===", s.BatchIndex, err)
 		_ = logf.Close()
+		if b.cg != nil {
+			_, _ = b.cg.Kill(time.Second)
+			_ = b.cg.Remove()
+		}
 		return nil, fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
+	}
+	if s.Cgroup != nil {
+		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.memoryCeiling(), MemorySoft: s.MemoryLimit})
+		if err != nil {
+			return fail(fmt.Errorf("create the batch's cgroup: %w", err))
+		}
+		b.cg = cg
+		b.logf("=== batch %d in cgroup v%d %s, memory limit %s ===", s.BatchIndex, s.Cgroup.Version(), cg.Dir(),
+			memoryText(s.memoryCeiling()))
+	}
+	if err := b.start(); err != nil {
+		return fail(err)
 	}
 	leaderExited := make(chan struct{})
 	go waitLeader(b.cmd.Process.Pid, leaderExited)
@@ -127,7 +150,7 @@ func (b *Batch) start() error {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	if err := startWithAffinity(cmd, s.CPUs, b.logf); err != nil {
+	if err := launch(cmd, s.CPUs, b.cg, b.logf); err != nil {
 		var errno syscall.Errno
 		if errors.As(err, &errno) && (errno == syscall.ENOENT || errno == syscall.EACCES || errno == syscall.ENOEXEC) {
 			// execve refused a file that exists: a bad or missing
@@ -141,6 +164,10 @@ func (b *Batch) start() error {
 	b.started = time.Now()
 	pid := cmd.Process.Pid
 	b.group = ProcessGroup{PGID: pid, BootID: readBootID(procfs.DefaultMountPoint)}
+	if b.cg != nil {
+		ref := b.cg.Ref()
+		b.group.Cgroup = &ref
+	}
 	// The leader is not reaped before the group is empty (see supervise),
 	// so its stat is readable here even if it already exited.
 	if ticks, err := readStartTicks(b.fs, pid); err == nil {
@@ -151,52 +178,114 @@ func (b *Batch) start() error {
 	return nil
 }
 
-// startWithAffinity starts cmd from an OS thread whose CPU affinity is cpus,
-// so that the child inherits it from its first instruction (no window where
-// it runs unbound), then restores the thread's affinity. The Go runtime does
-// not create threads from a locked thread, so no other thread inherits the
-// temporary mask. When the affinity cannot be set, the command starts
-// unbound and the log says why.
-func startWithAffinity(cmd *exec.Cmd, cpus []int, logf func(string, ...any)) error {
-	if len(cpus) == 0 {
-		return cmd.Start()
-	}
+// launch starts cmd so that the child is bound from its first instruction:
+// inside the batch's cgroup (v2: cloned into it; v1: forked by a thread
+// that entered it for the fork) and with the CPU affinity cpus (set on the
+// forking thread). The thread is restored after the fork. The Go runtime
+// does not create threads from a locked thread, so no other thread
+// inherits the temporary state. When the affinity cannot be set, the
+// command starts unbound and the log says why; a cgroup that cannot be
+// entered is an error (the contract would not hold).
+func launch(cmd *exec.Cmd, cpus []int, cg *cgroup.Group, logf func(string, ...any)) error {
 	var want unix.CPUSet
 	for _, c := range cpus {
 		if c >= 0 {
 			want.Set(c)
 		}
 	}
-	if want.Count() == 0 {
+	if len(cpus) > 0 && want.Count() == 0 {
 		logf("=== cpu affinity %v not applied: no valid cpu ===", cpus)
-		return cmd.Start()
+	}
+	enterThread := cg != nil && cg.FD() < 0
+	if cg != nil && cg.FD() >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = cg.FD()
+	}
+	if want.Count() == 0 && !enterThread {
+		return startInto(cmd, cg, logf)
 	}
 	runtime.LockOSThread()
-	var old unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		runtime.UnlockOSThread()
-		logf("=== cpu affinity %v not applied: %v ===", cpus, err)
-		return cmd.Start()
+	var restoreAffinity func() error
+	if want.Count() > 0 {
+		var old unix.CPUSet
+		err := unix.SchedGetaffinity(0, &old)
+		if err == nil {
+			err = unix.SchedSetaffinity(0, &want)
+		}
+		if err != nil {
+			logf("=== cpu affinity %v not applied: %v ===", cpus, err)
+		} else {
+			restoreAffinity = func() error { return unix.SchedSetaffinity(0, &old) }
+		}
 	}
-	if err := unix.SchedSetaffinity(0, &want); err != nil {
-		runtime.UnlockOSThread()
-		logf("=== cpu affinity %v not applied: %v ===", cpus, err)
-		return cmd.Start()
+	var leave func() error
+	if enterThread {
+		var err error
+		if leave, err = cg.EnterThread(); err != nil {
+			if restoreAffinity == nil || restoreAffinity() == nil {
+				runtime.UnlockOSThread()
+			}
+			return err
+		}
 	}
 	err := cmd.Start()
-	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
+	var restoreErr error
+	if leave != nil {
+		if lerr := leave(); lerr != nil {
+			restoreErr = fmt.Errorf("leave the batch's cgroup: %w", lerr)
+		}
+	}
+	if restoreAffinity != nil {
+		if rerr := restoreAffinity(); rerr != nil {
+			restoreErr = errors.Join(restoreErr, fmt.Errorf("restore cpu affinity: %w", rerr))
+		}
+	}
+	if restoreErr != nil {
 		// Keep the thread locked: the goroutine's end then retires it
-		// rather than let other goroutines run on a narrowed thread. The
-		// child's parent-death signal follows the thread, so kill the child
-		// rather than leave it to die at random.
+		// rather than let other goroutines run on a thread left in the
+		// batch's cgroup or narrowed. The child's parent-death signal
+		// follows the thread, so kill the child rather than leave it to
+		// die at random.
 		if err == nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
-		return fmt.Errorf("restore cpu affinity: %w", rerr)
+		return restoreErr
 	}
 	runtime.UnlockOSThread()
 	return err
+}
+
+// startInto starts cmd; on a kernel that cannot clone into a cgroup
+// (before Linux 5.7) it starts the command plainly and moves it into the
+// cgroup at once, which the log says.
+func startInto(cmd *exec.Cmd, cg *cgroup.Group, logf func(string, ...any)) error {
+	err := cmd.Start()
+	if err == nil || cg == nil || !cmd.SysProcAttr.UseCgroupFD ||
+		!(errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.EINVAL)) {
+		return err
+	}
+	logf("=== cannot start inside the cgroup (%v): started, then moved in ===", err)
+	cmd.SysProcAttr.UseCgroupFD = false
+	cmd.Process, cmd.ProcessState = nil, nil
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := cg.Attach(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("move the command into its cgroup: %w", err)
+	}
+	return nil
+}
+
+// cgroupName names a batch's cgroup: the task, the batch, the attempt and
+// a random suffix (two generations of a task may run a batch of the same
+// index at once while the older one ends).
+func cgroupName(s Spec) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s-b%d-a%d-%x", s.Task, s.BatchIndex, s.Attempt, r)
 }
 
 // waitLeader closes exited when pid has exited, without reaping it: the
@@ -214,39 +303,38 @@ func waitLeader(pid int, exited chan<- struct{}) {
 }
 
 // supervise owns the batch from start to end: it samples memory, enforces
-// the limit and the timeout, handles cancel, and after the leader exits
-// kills what is left of the group, reaps the leader and sets the result.
+// the limit (the kernel does, in a cgroup; the sampler does without one)
+// and the timeout, handles cancel, and after the leader exits kills what is
+// left of the batch, reaps the leader and sets the result.
 func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	defer close(b.done)
 	s := b.spec
-	sampler := newGroupSampler(b.fs, b.group.PGID)
+	m := newMeter(b)
 	ceiling := s.memoryCeiling()
 	var (
-		peak          int64
-		reason, msg   string
-		terminating   bool
-		graceC        <-chan time.Time
-		timeoutC      <-chan time.Time
-		timeout       *time.Timer
-		sampleErrSeen bool
-		memKilled     bool
+		reason, msg string
+		terminating bool
+		graceC      <-chan time.Time
+		timeoutC    <-chan time.Time
+		timeout     *time.Timer
+		memKilled   bool
 	)
-	sample := func() int {
-		rss, live, err := sampler.sample()
-		if err != nil {
-			if !sampleErrSeen {
-				sampleErrSeen = true
-				b.logf("=== batch %d: memory sampling failed: %v ===", s.BatchIndex, err)
-			}
-			return -1
-		}
-		peak = max(peak, rss)
-		b.rss.Store(rss)
-		return live
-	}
 	setReason := func(r, m string) {
 		if reason == "" {
 			reason, msg = r, m
+		}
+	}
+	killAll := func() {
+		_ = signalGroup(b.group.PGID, unix.SIGKILL)
+		if b.cg != nil {
+			b.cg.KillAll()
+		}
+	}
+	memoryKill := func(m string) {
+		if !memKilled {
+			memKilled = true
+			setReason(ReasonMemoryExceeded, m)
+			killAll()
 		}
 	}
 	terminate := func() {
@@ -254,9 +342,25 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 			return
 		}
 		terminating = true
+		if b.cg != nil {
+			_ = b.cg.Thaw() // a frozen process must run to handle SIGTERM
+			_, _ = b.cg.Signal(unix.SIGTERM)
+			_, _ = b.cg.Signal(unix.SIGCONT)
+		}
 		_ = signalGroup(b.group.PGID, unix.SIGTERM)
 		_ = signalGroup(b.group.PGID, unix.SIGCONT) // a stopped process must run to handle SIGTERM
 		graceC = time.After(s.KillGrace)
+	}
+	check := func() {
+		m.sample()
+		switch {
+		case m.oomKills > 0:
+			memoryKill(fmt.Sprintf("the kernel killed it at its limit %s (the contract %s plus %s)",
+				governor.FormatBytes(ceiling), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))
+		case b.cg == nil && ceiling > 0 && m.peak > ceiling:
+			memoryKill(fmt.Sprintf("peak %s exceeded the contract %s by more than %s",
+				governor.FormatBytes(m.peak), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))
+		}
 	}
 	armTimeout := func() {
 		if s.Timeout <= 0 {
@@ -279,20 +383,14 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	ticker := time.NewTicker(s.SampleInterval)
 	defer ticker.Stop()
 	ctxDone, cancelCh := ctx.Done(), b.cancelCh
-	sample()
+	m.sample()
 loop:
 	for {
 		select {
 		case <-leaderExited:
 			break loop
 		case <-ticker.C:
-			sample()
-			if ceiling > 0 && peak > ceiling && !memKilled {
-				memKilled = true
-				setReason(ReasonMemoryExceeded, fmt.Sprintf("peak %s exceeded the contract %s by more than %s",
-					governor.FormatBytes(peak), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))
-				_ = signalGroup(b.group.PGID, unix.SIGKILL)
-			}
+			check()
 		case <-b.wake:
 			armTimeout()
 		case <-timeoutC:
@@ -309,17 +407,18 @@ loop:
 			terminate()
 		case <-graceC:
 			graceC = nil
-			_ = signalGroup(b.group.PGID, unix.SIGKILL)
+			killAll()
 		}
 	}
 	if timeout != nil {
 		timeout.Stop()
 	}
-	// The leader has exited but is not reaped: kill the rest of the group
-	// and wait until no live process remains.
+	// The leader has exited but is not reaped: kill the rest of the batch
+	// (its cgroup, whatever session a process moved to; its process group
+	// without one) and wait until no live process remains.
 	stragglers := -1
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		live := sample()
+		live := m.sample()
 		if live < 0 { // cannot see the group: fall back to a full scan
 			ms, err := groupMembers(b.fs, b.group.PGID)
 			if err != nil {
@@ -338,18 +437,27 @@ loop:
 		if live == 0 {
 			break
 		}
-		_ = signalGroup(b.group.PGID, unix.SIGKILL)
+		killAll()
 		time.Sleep(wait)
 	}
 	waitErr := b.cmd.Wait()
 	ended := time.Now()
+	m.final()
+	if m.oomKills > 0 && !memKilled {
+		memKilled = true
+		// The kernel's kill may have ended the leader itself, before any
+		// sample saw it: the reason is memory, not the signal.
+		reason, msg = ReasonMemoryExceeded, fmt.Sprintf("the kernel killed it at its limit %s (the contract %s plus %s)",
+			governor.FormatBytes(ceiling), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance))
+	}
 
 	res := Result{Reason: reason, Message: msg, Stragglers: stragglers, Started: b.started, Ended: ended, ExitCode: -1}
 	if st := b.cmd.ProcessState; st != nil {
 		res.ExitCode = st.ExitCode()
 		// Not the leader's ru_maxrss: it keeps the high-water mark of the
 		// controller's own image, shared before exec, so every short command
-		// would report the controller's size. The peak is what was sampled.
+		// would report the controller's size. The peak is the kernel's or
+		// what was sampled.
 		if res.Message == "" {
 			switch ws, ok := st.Sys().(syscall.WaitStatus); {
 			case ok && ws.Signaled():
@@ -361,9 +469,20 @@ loop:
 	} else if res.Message == "" && waitErr != nil {
 		res.Message = fmt.Sprintf("wait: %v", waitErr)
 	}
-	res.PeakMemoryBytes = peak
+	res.PeakMemoryBytes, res.PeakWorkingSetBytes = m.peak, m.peakWorkingSet
+	res.OOMKills, res.CPUTime, res.Enforcement = m.oomKills, m.cpu, "sampler"
+	if b.cg != nil {
+		res.Enforcement = fmt.Sprintf("cgroup v%d %s", b.cg.Ref().Version, b.cg.Dir())
+		if err := b.cg.Remove(); err != nil {
+			b.logf("=== batch %d: %v ===", s.BatchIndex, err)
+		}
+	}
 	if stragglers > 0 {
-		b.logf("=== batch %d: killed %d processes left in the group after the leader exited ===", s.BatchIndex, stragglers)
+		where := "group"
+		if b.cg != nil {
+			where = "cgroup"
+		}
+		b.logf("=== batch %d: killed %d processes left in the %s after the leader exited ===", s.BatchIndex, stragglers, where)
 	}
 	end := fmt.Sprintf("exit code %d", res.ExitCode)
 	if res.Reason != "" {
@@ -371,13 +490,98 @@ loop:
 	} else if res.Message != "" {
 		end = res.Message
 	}
-	b.logf("=== batch %d ended: %s after %v, peak memory %s ===", s.BatchIndex, end,
-		ended.Sub(b.started).Round(time.Millisecond), governor.FormatBytes(peak))
+	peakText := "peak memory " + governor.FormatBytes(m.peak)
+	if b.cg != nil {
+		peakText += ", working set " + governor.FormatBytes(m.peakWorkingSet)
+	}
+	b.logf("=== batch %d ended: %s after %v, %s ===", s.BatchIndex, end,
+		ended.Sub(b.started).Round(time.Millisecond), peakText)
 	_ = b.log.Close()
 	if res.ExitCode == 0 && res.Reason == "" {
 		_ = os.Remove(b.itemsFile)
 	}
 	b.result = res
+}
+
+// meter takes a batch's memory readings: from its cgroup when it has one,
+// else by summing the resident memory of its process group. Used by the
+// supervisor only.
+type meter struct {
+	b       *Batch
+	sampler *groupSampler
+	errSeen bool
+	// peak is the kernel's peak charge (cgroup), or the highest RSS sum.
+	peak int64
+	// peakWorkingSet is the highest working set sampled.
+	peakWorkingSet int64
+	oomKills       int64
+	cpu            time.Duration
+}
+
+func newMeter(b *Batch) *meter {
+	m := &meter{b: b}
+	if b.cg == nil {
+		m.sampler = newGroupSampler(b.fs, b.group.PGID)
+	}
+	return m
+}
+
+// sample reads the memory now and returns the number of live processes,
+// -1 when they cannot be counted.
+func (m *meter) sample() int {
+	if m.b.cg == nil {
+		rss, live, err := m.sampler.sample()
+		if err != nil {
+			m.failed(err)
+			return -1
+		}
+		m.peak = max(m.peak, rss)
+		m.peakWorkingSet = m.peak
+		m.b.rss.Store(rss)
+		return live
+	}
+	ms, err := m.b.cg.Memory()
+	if err != nil {
+		m.failed(err)
+	} else {
+		m.note(ms)
+		m.b.rss.Store(ms.WorkingSet)
+	}
+	live, err := m.b.cg.Live()
+	if err != nil {
+		m.failed(err)
+		return -1
+	}
+	return len(live)
+}
+
+func (m *meter) note(ms cgroup.MemoryStats) {
+	m.peak = max(m.peak, ms.Peak, ms.Usage)
+	m.peakWorkingSet = max(m.peakWorkingSet, ms.WorkingSet)
+	m.oomKills = max(m.oomKills, ms.OOMKills)
+}
+
+// final takes the last readings once every process has ended: the kernel's
+// peak and OOM count cover what no sample saw.
+func (m *meter) final() {
+	if m.b.cg == nil {
+		return
+	}
+	if ms, err := m.b.cg.Memory(); err == nil {
+		m.peak = max(m.peak, ms.Peak)
+		m.oomKills = max(m.oomKills, ms.OOMKills)
+	}
+	m.peakWorkingSet = min(m.peakWorkingSet, m.peak)
+	if d, ok := m.b.cg.CPUTime(); ok {
+		m.cpu = d
+	}
+}
+
+func (m *meter) failed(err error) {
+	if !m.errSeen {
+		m.errSeen = true
+		m.b.logf("=== batch %d: memory sampling failed: %v ===", m.b.spec.BatchIndex, err)
+	}
 }
 
 // Group returns the batch's process group, to be recorded so that a
@@ -397,27 +601,42 @@ func (b *Batch) MemoryBytes() int64 {
 // removed when the batch succeeds and kept otherwise.
 func (b *Batch) ItemsFile() string { return b.itemsFile }
 
-// Pause stops every process of the group with SIGSTOP and returns once each
-// of them is in the stopped state, as read in procfs. A process that forks
-// during the pause is stopped too. Paused time does not count against the
-// timeout.
+// Pause stops every process of the batch and returns once each of them is
+// stopped: in a cgroup with a freezer, the kernel freezes the cgroup (every
+// member, whatever its session; the processes do not see a signal);
+// otherwise every process of the group gets SIGSTOP and Pause waits for the
+// stopped state in procfs (a process that forks during the pause is
+// stopped too). Paused time does not count against the timeout.
 func (b *Batch) Pause() error {
 	b.opMu.Lock()
 	defer b.opMu.Unlock()
 	if b.ended() {
 		return ErrBatchEnded
 	}
+	markPaused := func() {
+		b.mu.Lock()
+		if !b.mu.paused {
+			b.mu.paused = true
+			b.mu.pausedSince = time.Now()
+			b.notify()
+		}
+		b.mu.Unlock()
+	}
+	if b.cg != nil && b.cg.CanFreeze() {
+		if err := b.cg.Freeze(pauseWait); err != nil {
+			if b.ended() {
+				return ErrBatchEnded // the cgroup went with the batch
+			}
+			return fmt.Errorf("%w: %v", ErrPauseTimeout, err)
+		}
+		markPaused()
+		return nil
+	}
 	pgid := b.group.PGID
 	if err := signalGroup(pgid, unix.SIGSTOP); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	if !b.mu.paused {
-		b.mu.paused = true
-		b.mu.pausedSince = time.Now()
-		b.notify()
-	}
-	b.mu.Unlock()
+	markPaused()
 	deadline := time.Now().Add(pauseWait)
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
 		ms, err := groupMembers(b.fs, pgid)
@@ -441,14 +660,21 @@ func (b *Batch) Pause() error {
 	}
 }
 
-// Resume continues the group with SIGCONT.
+// Resume thaws the batch's cgroup, or continues the group with SIGCONT.
 func (b *Batch) Resume() error {
 	b.opMu.Lock()
 	defer b.opMu.Unlock()
 	if b.ended() {
 		return ErrBatchEnded
 	}
-	if err := signalGroup(b.group.PGID, unix.SIGCONT); err != nil {
+	if b.cg != nil && b.cg.CanFreeze() {
+		if err := b.cg.Thaw(); err != nil {
+			if b.ended() {
+				return ErrBatchEnded
+			}
+			return err
+		}
+	} else if err := signalGroup(b.group.PGID, unix.SIGCONT); err != nil {
 		return err
 	}
 	b.mu.Lock()

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,6 +30,8 @@ const (
 	helperEnv     = "RUNNER_TEST_HELPER"
 	allocBytesEnv = "RUNNER_TEST_ALLOC_BYTES"
 	runDirEnv     = "RUNNER_TEST_RUN_DIR"
+	commandEnv    = "RUNNER_TEST_COMMAND"
+	cgroupNameEnv = "RUNNER_TEST_CGROUP"
 )
 
 var sink [][]byte
@@ -49,9 +53,21 @@ func TestMain(m *testing.M) {
 		select {}
 	case "controller":
 		dir := os.Getenv(runDirEnv)
+		command := "sleep 300 & echo started; wait"
+		if c := os.Getenv(commandEnv); c != "" {
+			command = c
+		}
+		var tree *cgroup.Tree
+		if name := os.Getenv(cgroupNameEnv); name != "" {
+			var err error
+			if tree, err = cgroup.Open(cgroup.Options{Name: name}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
 		b, err := Start(context.Background(), Spec{
-			Task: "orphan", Command: []string{"sh", "-c", "sleep 300 & echo started; wait"},
-			LogPath: filepath.Join(dir, "log"), RunDir: dir, Items: []string{"0"},
+			Task: "orphan", Command: []string{"sh", "-c", command},
+			LogPath: filepath.Join(dir, "log"), RunDir: dir, Items: []string{"0"}, Cgroup: tree,
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -88,11 +104,14 @@ func start(t *testing.T, s Spec) *Batch {
 }
 
 // waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool, context ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, c := range context {
+				what += "\n" + c()
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)

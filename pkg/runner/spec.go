@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 )
 
 // Defaults applied by Start to the zero values of a Spec.
@@ -21,8 +22,10 @@ const (
 
 // Reasons a batch ended other than by a plain exit of its command.
 const (
-	// ReasonMemoryExceeded: the group's resident memory went past the
-	// contract by more than the tolerance; the group was killed.
+	// ReasonMemoryExceeded: the kernel killed a process of the batch's
+	// cgroup at its limit (the contract plus the tolerance), or, without a
+	// cgroup, the group's sampled resident memory went past that limit; the
+	// whole batch was killed.
 	ReasonMemoryExceeded = v1alpha1.ReasonMemoryExceeded
 	// ReasonBatchTimeout: the batch ran longer than Spec.Timeout.
 	ReasonBatchTimeout = v1alpha1.ReasonBatchTimeout
@@ -102,6 +105,11 @@ type Spec struct {
 	SampleInterval time.Duration
 	// CPUs, when set, is the CPU affinity of the group (logical CPU numbers).
 	CPUs []int
+	// Cgroup, when set, is the subtree under which the batch gets a control
+	// group of its own: the kernel then enforces the memory limit, counts
+	// every process the batch starts and reports its peak. Nil runs the
+	// batch as a process group watched by the RSS sampler alone.
+	Cgroup *cgroup.Tree
 }
 
 // ProcessGroup identifies a batch's process group across controller
@@ -115,6 +123,9 @@ type ProcessGroup struct {
 	// BootID is /proc/sys/kernel/random/boot_id when the group started;
 	// a different boot means nothing of the group can be left.
 	BootID string `json:"bootID,omitempty"`
+	// Cgroup names the batch's control group, when it has one: every
+	// process the batch started, whatever its process group or session.
+	Cgroup *cgroup.Ref `json:"cgroup,omitempty"`
 }
 
 // Result is how a batch ended.
@@ -126,9 +137,21 @@ type Result struct {
 	Reason string
 	// Message explains the end with numbers.
 	Message string
-	// PeakMemoryBytes is the highest resident memory sampled on the group,
-	// or the leader's own peak (rusage) when that is higher.
+	// PeakMemoryBytes is the kernel's peak charge of the batch's cgroup
+	// (page cache included: what the limit is held against); without a
+	// cgroup, the highest resident memory (RSS sum) sampled on the group.
 	PeakMemoryBytes int64
+	// PeakWorkingSetBytes is the highest working set sampled (the cgroup's
+	// usage minus its inactive file pages: page cache the batch only read
+	// does not count); without a cgroup, the same as PeakMemoryBytes.
+	PeakWorkingSetBytes int64
+	// OOMKills counts the batch's processes the kernel killed at its limit.
+	OOMKills int64
+	// CPUTime is the CPU time the batch's processes used (0 when unknown).
+	CPUTime time.Duration
+	// Enforcement says what held the batch to its contract: "cgroup v1
+	// DIR", "cgroup v2 DIR" or "sampler".
+	Enforcement string
 	// Stragglers is how many processes of the group were still alive when
 	// the leader exited, and were killed.
 	Stragglers int
@@ -172,8 +195,8 @@ func (s Spec) withDefaults() (Spec, error) {
 	return s, nil
 }
 
-// memoryCeiling is the resident size above which the group is killed, 0 for
-// no limit.
+// memoryCeiling is the memory above which the batch is killed (the
+// cgroup's hard limit, or the sampler's threshold), 0 for no limit.
 func (s Spec) memoryCeiling() int64 {
 	if s.MemoryLimit == 0 {
 		return 0

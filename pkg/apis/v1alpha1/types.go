@@ -258,8 +258,15 @@ type BatchRecord struct {
 	ExitCode *int32 `json:"exitCode,omitempty"`
 	// Reason is why the batch ended, when not a plain exit.
 	Reason string `json:"reason,omitempty"`
-	// PeakMemory is the process group's peak resident memory.
+	// PeakMemory is the batch's peak memory: the kernel's peak charge of
+	// its cgroup (page cache included), or, where the controller runs
+	// without cgroups, the highest resident memory sampled on its process
+	// group.
 	PeakMemory *resource.Quantity `json:"peakMemory,omitempty"`
+	// WorkingSet is the batch's highest working set sampled in its cgroup:
+	// memory minus the page cache the kernel can reclaim (what a file the
+	// batch only read costs does not count).
+	WorkingSet *resource.Quantity `json:"workingSet,omitempty"`
 	// Attempt is the attempt number for this batch, from 1.
 	Attempt int32 `json:"attempt,omitempty"`
 }

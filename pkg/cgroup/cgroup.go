@@ -1,0 +1,454 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// Controller names used in a Ref's Dirs. On v2 the single directory is
+// under Unified.
+const (
+	Memory  = "memory"
+	Freezer = "freezer"
+	CPUAcct = "cpuacct"
+	Unified = "unified"
+)
+
+// v1Controllers are the v1 hierarchies a group joins, memory first (it is
+// required; the others are used where they are mounted).
+var v1Controllers = []string{Memory, Freezer, CPUAcct}
+
+// controllerLeaf is the v2 leaf the controller moves itself into when its
+// own cgroup must hand controllers down to the subtree.
+const controllerLeaf = "lardon3d-controller"
+
+// Errors returned by this package.
+var (
+	// ErrUnavailable: no memory controller can be used (none mounted, or
+	// the parent cannot be written or does not offer memory).
+	ErrUnavailable = errors.New("no usable memory cgroup")
+	// ErrFreezeTimeout: the group did not reach the frozen state in time.
+	ErrFreezeTimeout = errors.New("cgroup did not freeze in time")
+	// ErrNotEmpty: processes of the group survived SIGKILL past the wait.
+	ErrNotEmpty = errors.New("cgroup still has live processes")
+)
+
+// Options say where to find the hierarchies and where to build the subtree.
+type Options struct {
+	// ProcRoot is the proc file system ("" for /proc).
+	ProcRoot string
+	// PID is the process whose mounts and cgroups are read (0 for this
+	// process).
+	PID int
+	// Parent is a cgroup path, as in /proc/PID/cgroup ("/batch.slice"),
+	// under which the subtree is created; "" for the controller's own
+	// cgroup.
+	Parent string
+	// Name is the subtree's directory name: one path element.
+	Name string
+}
+
+// Tree is the controller's subtree: one directory per hierarchy, under
+// which every batch group is created. It is immutable after Open.
+type Tree struct {
+	version int
+	// dirs maps a controller (Memory, Freezer, CPUAcct; or Unified) to the
+	// subtree's directory in that hierarchy.
+	dirs map[string]string
+	// mounts maps a v1 controller to its hierarchy's mount, to find where
+	// a thread is (EnterThread).
+	mounts map[string]*procfs.MountInfo
+	fs     procfs.FS
+}
+
+// Ref names a group on disk, to be recorded so that a restarted controller
+// can find and kill what a crashed one left (Load).
+type Ref struct {
+	// Version is 1 or 2.
+	Version int `json:"version"`
+	// Dirs maps a controller to the group's directory in its hierarchy.
+	Dirs map[string]string `json:"dirs"`
+}
+
+// Limits are what the kernel enforces on a group. Zero means no limit.
+type Limits struct {
+	// MemoryMax is the hard limit in bytes: past it the kernel reclaims,
+	// then kills.
+	MemoryMax int64
+	// MemorySoft is where the group is reclaimed first under machine-wide
+	// pressure (v1 soft limit; ignored on v2).
+	MemorySoft int64
+}
+
+// Open discovers the hierarchies and creates (or reuses) the subtree. It
+// returns ErrUnavailable, wrapped with the reason, when no memory cgroup
+// can be used.
+func Open(o Options) (*Tree, error) {
+	if o.Name == "" || strings.ContainsAny(o.Name, "/\x00") || o.Name == "." || o.Name == ".." {
+		return nil, fmt.Errorf("cgroup subtree name %q: want one path element", o.Name)
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = procfs.DefaultMountPoint
+	}
+	if o.PID == 0 {
+		o.PID = os.Getpid()
+	}
+	fs, err := procfs.NewFS(o.ProcRoot)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	mounts, err := fs.GetProcMounts(o.PID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read mounts: %v", ErrUnavailable, err)
+	}
+	p, err := fs.Proc(o.PID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	own, err := p.Cgroups()
+	if err != nil {
+		return nil, fmt.Errorf("%w: read own cgroups: %v", ErrUnavailable, err)
+	}
+	var t *Tree
+	if m := v1Mount(mounts, Memory); m != nil {
+		t, err = openV1(o, mounts, own)
+	} else {
+		t, err = openV2(o, mounts, own)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.fs = fs
+	return t, nil
+}
+
+// v1Mount returns the v1 hierarchy carrying controller, nil when none.
+func v1Mount(mounts []*procfs.MountInfo, controller string) *procfs.MountInfo {
+	for _, m := range mounts {
+		if m.FSType != "cgroup" {
+			continue
+		}
+		if _, ok := m.SuperOptions[controller]; ok {
+			return m
+		}
+	}
+	return nil
+}
+
+// hierarchyDir maps a cgroup path of a hierarchy (as /proc/PID/cgroup shows
+// it) onto the directory under the hierarchy's mount point. A mount showing
+// only a sub-tree (a cgroup namespace, a bind mount) is taken into account.
+func hierarchyDir(m *procfs.MountInfo, cgPath string) string {
+	rel := filepath.Clean("/" + cgPath)
+	if root := filepath.Clean("/" + m.Root); root != "/" {
+		if r, ok := strings.CutPrefix(rel, root); ok && (r == "" || r[0] == '/') {
+			rel = "/" + strings.TrimPrefix(r, "/")
+		}
+	}
+	return filepath.Join(m.MountPoint, rel)
+}
+
+// ownPath returns the process's cgroup path in the hierarchy of controller
+// (v1), or in the unified hierarchy when controller is "".
+func ownPath(own []procfs.Cgroup, controller string) (string, bool) {
+	for _, c := range own {
+		if controller == "" && c.HierarchyID == 0 && len(c.Controllers) == 0 {
+			return c.Path, true
+		}
+		if controller != "" && slices.Contains(c.Controllers, controller) {
+			return c.Path, true
+		}
+	}
+	return "", false
+}
+
+func openV1(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, error) {
+	t := &Tree{version: 1, dirs: map[string]string{}, mounts: map[string]*procfs.MountInfo{}}
+	for _, c := range v1Controllers {
+		m := v1Mount(mounts, c)
+		if m == nil {
+			continue
+		}
+		t.mounts[c] = m
+		parent := o.Parent
+		if parent == "" {
+			p, ok := ownPath(own, c)
+			if !ok {
+				p = "/"
+			}
+			parent = p
+		}
+		dir := filepath.Join(hierarchyDir(m, parent), o.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			if c == Memory {
+				return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
+			continue // freezer and cpuacct are optional
+		}
+		t.dirs[c] = dir
+	}
+	if t.dirs[Memory] == "" {
+		return nil, fmt.Errorf("%w: no memory hierarchy", ErrUnavailable)
+	}
+	return t, nil
+}
+
+func openV2(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, error) {
+	var m *procfs.MountInfo
+	for _, mi := range mounts {
+		if mi.FSType == "cgroup2" {
+			m = mi
+			break
+		}
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%w: no cgroup v1 memory hierarchy and no cgroup2 mount", ErrUnavailable)
+	}
+	parentPath, delegate := o.Parent, false
+	if parentPath == "" {
+		p, ok := ownPath(own, "")
+		if !ok {
+			return nil, fmt.Errorf("%w: own cgroup v2 path unknown", ErrUnavailable)
+		}
+		parentPath, delegate = p, true
+	}
+	parent := hierarchyDir(m, parentPath)
+	if !slices.Contains(readWords(filepath.Join(parent, "cgroup.controllers")), Memory) {
+		return nil, fmt.Errorf("%w: %s does not offer the memory controller", ErrUnavailable, parent)
+	}
+	if err := enableMemory(parent); err != nil {
+		if !delegate {
+			return nil, fmt.Errorf("%w: enable memory under %s: %v", ErrUnavailable, parent, err)
+		}
+		// Our own cgroup holds processes (us), so it cannot hand
+		// controllers down: move the controller into a leaf, then retry.
+		leaf := filepath.Join(parent, controllerLeaf)
+		if err := os.MkdirAll(leaf, 0o755); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(o.PID)); err != nil {
+			return nil, fmt.Errorf("%w: move the controller into %s: %v", ErrUnavailable, leaf, err)
+		}
+		if err := enableMemory(parent); err != nil {
+			return nil, fmt.Errorf("%w: enable memory under %s: %v", ErrUnavailable, parent, err)
+		}
+	}
+	dir := filepath.Join(parent, o.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if err := enableMemory(dir); err != nil {
+		return nil, fmt.Errorf("%w: enable memory under %s: %v", ErrUnavailable, dir, err)
+	}
+	return &Tree{version: 2, dirs: map[string]string{Unified: dir}}, nil
+}
+
+// enableMemory makes dir's children get the memory controller (and cpu
+// where offered, for CPU time); a no-op when already enabled.
+func enableMemory(dir string) error {
+	file := filepath.Join(dir, "cgroup.subtree_control")
+	if slices.Contains(readWords(file), Memory) {
+		return nil
+	}
+	if err := writeFile(file, "+memory"); err != nil {
+		return err
+	}
+	if slices.Contains(readWords(filepath.Join(dir, "cgroup.controllers")), "cpu") {
+		_ = writeFile(file, "+cpu")
+	}
+	return nil
+}
+
+// Version returns 1 or 2.
+func (t *Tree) Version() int { return t.version }
+
+// Dir returns the subtree's directory in the memory (v1) or unified (v2)
+// hierarchy.
+func (t *Tree) Dir() string { return t.dirs[t.mainController()] }
+
+func (t *Tree) mainController() string {
+	if t.version == 1 {
+		return Memory
+	}
+	return Unified
+}
+
+// New creates the group name under the subtree with limits l. A group of
+// that name left by an earlier run is killed and replaced.
+func (t *Tree) New(name string, l Limits) (*Group, error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." || name == controllerLeaf {
+		return nil, fmt.Errorf("cgroup name %q: want one path element", name)
+	}
+	ref := Ref{Version: t.version, Dirs: map[string]string{}}
+	for c, d := range t.dirs {
+		ref.Dirs[c] = filepath.Join(d, name)
+	}
+	g := &Group{ref: ref, fd: -1, tree: t, fs: t.fs}
+	if _, err := os.Stat(g.mainDir()); err == nil {
+		if _, err := g.Kill(time.Second); err != nil {
+			return nil, err
+		}
+		_ = g.Remove()
+	}
+	for _, d := range ref.Dirs {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			_ = g.Remove()
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+	}
+	if err := g.setLimits(l); err != nil {
+		_ = g.Remove()
+		return nil, err
+	}
+	if t.version == 2 {
+		fd, err := unix.Open(g.mainDir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			_ = g.Remove()
+			return nil, fmt.Errorf("open cgroup: %w", err)
+		}
+		g.fd = fd
+	}
+	return g, nil
+}
+
+// Leftovers returns the groups under the subtree (what a controller that
+// died left), not the controller's own leaf.
+func (t *Tree) Leftovers() ([]*Group, error) {
+	ents, err := os.ReadDir(t.Dir())
+	if err != nil {
+		return nil, fmt.Errorf("list cgroups: %w", err)
+	}
+	var out []*Group
+	for _, e := range ents {
+		if !e.IsDir() || e.Name() == controllerLeaf {
+			continue
+		}
+		ref := Ref{Version: t.version, Dirs: map[string]string{}}
+		for c, d := range t.dirs {
+			if _, err := os.Stat(filepath.Join(d, e.Name())); err == nil {
+				ref.Dirs[c] = filepath.Join(d, e.Name())
+			}
+		}
+		out = append(out, &Group{ref: ref, fd: -1, fs: t.fs})
+	}
+	return out, nil
+}
+
+// Load returns the group a Ref names, after checking that each directory
+// is on a cgroup file system (a record is not trusted to name one).
+func Load(ref Ref) (*Group, error) {
+	if ref.Version != 1 && ref.Version != 2 {
+		return nil, fmt.Errorf("cgroup ref: version %d", ref.Version)
+	}
+	main := Memory
+	if ref.Version == 2 {
+		main = Unified
+	}
+	if ref.Dirs[main] == "" {
+		return nil, fmt.Errorf("cgroup ref: no %s directory", main)
+	}
+	for c, d := range ref.Dirs {
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", d, err)
+		}
+		if st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC {
+			return nil, fmt.Errorf("cgroup ref %s: %s is not on a cgroup file system", c, d)
+		}
+	}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil, err
+	}
+	return &Group{ref: ref, fd: -1, fs: fs}, nil
+}
+
+// writeFile writes v to a kernel file in one write, without creating it.
+func writeFile(path, v string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(v)
+	cerr := f.Close()
+	if werr != nil {
+		return fmt.Errorf("write %q to %s: %w", v, path, werr)
+	}
+	return cerr
+}
+
+// readWords returns the space-separated words of a file, each without a
+// leading '+'; nil when it cannot be read.
+func readWords(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	w := strings.Fields(string(b))
+	for i := range w {
+		w[i] = strings.TrimPrefix(w[i], "+")
+	}
+	return w
+}
+
+// readInt reads a file holding one integer; "max" reads as 0.
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return int64(min(v, 1<<62)), nil
+}
+
+// readKeyed reads a "key value" per line file (memory.stat, memory.events,
+// memory.oom_control, cpu.stat) into a map.
+func readKeyed(path string) (map[string]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out, nil
+}
+
+// isBusy reports an rmdir refused because the cgroup is still in use.
+func isBusy(err error) bool { return errors.Is(err, syscall.EBUSY) }
+
+// Remove removes the subtree's directories, which must hold no group
+// (remove each group first). A directory already gone is not an error.
+func (t *Tree) Remove() error {
+	var errs []error
+	for _, d := range t.dirs {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup subtree %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,421 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// Group is one batch's control group.
+type Group struct {
+	ref Ref
+	// fd is the v2 directory, open for CLONE_INTO_CGROUP; -1 on v1.
+	fd   int
+	tree *Tree // nil for a group found by Leftovers or Load
+	fs   procfs.FS
+}
+
+// MemoryStats are a group's memory readings.
+type MemoryStats struct {
+	// Usage is what the group is charged now, page cache included.
+	Usage int64
+	// Peak is the kernel's high-water mark of Usage since the group was
+	// created; 0 where the kernel keeps none (v2 before Linux 5.19).
+	Peak int64
+	// WorkingSet is Usage minus the inactive file pages, which the kernel
+	// reclaims before it kills: what the batch needs, as the kubelet counts
+	// it.
+	WorkingSet int64
+	// OOMKills counts the processes the kernel killed at the limit.
+	OOMKills int64
+}
+
+// Ref returns what names the group on disk.
+func (g *Group) Ref() Ref { return g.ref }
+
+// Dir returns the group's directory in the memory (v1) or unified (v2)
+// hierarchy.
+func (g *Group) Dir() string { return g.mainDir() }
+
+func (g *Group) mainDir() string {
+	if g.ref.Version == 1 {
+		return g.ref.Dirs[Memory]
+	}
+	return g.ref.Dirs[Unified]
+}
+
+// FD returns the v2 directory's descriptor, for SysProcAttr.UseCgroupFD;
+// -1 on v1 (use EnterThread).
+func (g *Group) FD() int { return g.fd }
+
+// EnterThread moves the calling OS thread into the group (v1), so that a
+// child it forks is born inside. The caller must hold the thread with
+// runtime.LockOSThread and call leave right after the fork. On v2 (use FD)
+// it does nothing.
+func (g *Group) EnterThread() (leave func() error, err error) {
+	nothing := func() error { return nil }
+	if g.ref.Version != 1 {
+		return nothing, nil
+	}
+	if g.tree == nil {
+		return nil, errors.New("cgroup: EnterThread on a group not created by this process")
+	}
+	tid := unix.Gettid()
+	p, err := g.fs.Proc(tid)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: find thread %d: %w", tid, err)
+	}
+	cur, err := p.Cgroups()
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: read the cgroups of thread %d: %w", tid, err)
+	}
+	homes := map[string]string{}
+	for c := range g.ref.Dirs {
+		path, ok := ownPath(cur, c)
+		m := g.tree.mounts[c]
+		if !ok || m == nil {
+			return nil, fmt.Errorf("cgroup: thread %d has no %s cgroup", tid, c)
+		}
+		homes[c] = hierarchyDir(m, path)
+	}
+	var entered []string
+	leave = func() error {
+		var errs []error
+		for _, c := range entered {
+			if err := writeFile(filepath.Join(homes[c], "tasks"), strconv.Itoa(tid)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	// Memory last: a thread in the batch's freezer but not yet in its
+	// memory group charges nothing to the batch.
+	for _, c := range []string{Freezer, CPUAcct, Memory} {
+		d, ok := g.ref.Dirs[c]
+		if !ok {
+			continue
+		}
+		if err := writeFile(filepath.Join(d, "tasks"), strconv.Itoa(tid)); err != nil {
+			return nil, errors.Join(fmt.Errorf("cgroup: enter %s: %w", d, err), leave())
+		}
+		entered = append(entered, c)
+	}
+	return leave, nil
+}
+
+// Procs lists the group's processes (zombies included on some kernels).
+func (g *Group) Procs() ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(g.mainDir(), "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+// Live lists the group's processes that can still run: not zombies, not
+// gone.
+func (g *Group) Live() ([]int, error) {
+	pids, err := g.Procs()
+	if err != nil {
+		return nil, err
+	}
+	out := pids[:0]
+	for _, pid := range pids {
+		p, err := g.fs.Proc(pid)
+		if err != nil {
+			continue
+		}
+		st, err := p.Stat()
+		if err != nil || st.State == "Z" || st.State == "X" || st.State == "x" {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// Memory reads the group's memory.
+func (g *Group) Memory() (MemoryStats, error) {
+	var m MemoryStats
+	d := g.mainDir()
+	var err error
+	if g.ref.Version == 1 {
+		if m.Usage, err = readInt(filepath.Join(d, "memory.usage_in_bytes")); err != nil {
+			return m, err
+		}
+		m.Peak, _ = readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
+		st, _ := readKeyed(filepath.Join(d, "memory.stat"))
+		m.WorkingSet = max(0, m.Usage-st["total_inactive_file"])
+		oom, _ := readKeyed(filepath.Join(d, "memory.oom_control"))
+		m.OOMKills = oom["oom_kill"]
+		return m, nil
+	}
+	if m.Usage, err = readInt(filepath.Join(d, "memory.current")); err != nil {
+		return m, err
+	}
+	m.Peak, _ = readInt(filepath.Join(d, "memory.peak"))
+	st, _ := readKeyed(filepath.Join(d, "memory.stat"))
+	m.WorkingSet = max(0, m.Usage-st["inactive_file"])
+	ev, _ := readKeyed(filepath.Join(d, "memory.events"))
+	m.OOMKills = ev["oom_kill"]
+	return m, nil
+}
+
+// CPUTime returns the CPU time the group's processes used; false when no
+// CPU accounting is available.
+func (g *Group) CPUTime() (time.Duration, bool) {
+	if g.ref.Version == 1 {
+		d, ok := g.ref.Dirs[CPUAcct]
+		if !ok {
+			return 0, false
+		}
+		ns, err := readInt(filepath.Join(d, "cpuacct.usage"))
+		return time.Duration(ns), err == nil
+	}
+	st, err := readKeyed(filepath.Join(g.mainDir(), "cpu.stat"))
+	if err != nil {
+		return 0, false
+	}
+	us, ok := st["usage_usec"]
+	return time.Duration(us) * time.Microsecond, ok
+}
+
+// setLimits writes l. The memory-and-swap limit (v1) and swap limit (v2)
+// are set where the kernel has them, so that a batch cannot go past its
+// limit by swapping.
+func (g *Group) setLimits(l Limits) error {
+	d := g.mainDir()
+	if g.ref.Version == 1 {
+		if l.MemoryMax > 0 {
+			if err := writeFile(filepath.Join(d, "memory.limit_in_bytes"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
+				return fmt.Errorf("set memory limit: %w", err)
+			}
+			if exists(filepath.Join(d, "memory.memsw.limit_in_bytes")) {
+				if err := writeFile(filepath.Join(d, "memory.memsw.limit_in_bytes"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
+					return fmt.Errorf("set memory+swap limit: %w", err)
+				}
+			}
+		}
+		if l.MemorySoft > 0 {
+			if err := writeFile(filepath.Join(d, "memory.soft_limit_in_bytes"), strconv.FormatInt(l.MemorySoft, 10)); err != nil {
+				return fmt.Errorf("set memory soft limit: %w", err)
+			}
+		}
+		return nil
+	}
+	if l.MemoryMax > 0 {
+		if err := writeFile(filepath.Join(d, "memory.max"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
+			return fmt.Errorf("set memory.max: %w", err)
+		}
+		if exists(filepath.Join(d, "memory.swap.max")) {
+			if err := writeFile(filepath.Join(d, "memory.swap.max"), "0"); err != nil {
+				return fmt.Errorf("set memory.swap.max: %w", err)
+			}
+		}
+	}
+	if exists(filepath.Join(d, "memory.oom.group")) {
+		if err := writeFile(filepath.Join(d, "memory.oom.group"), "1"); err != nil {
+			return fmt.Errorf("set memory.oom.group: %w", err)
+		}
+	}
+	return nil
+}
+
+// CanFreeze reports whether the group can be frozen (v2 always; v1 when
+// the freezer hierarchy is mounted).
+func (g *Group) CanFreeze() bool {
+	if g.ref.Version == 2 {
+		return true
+	}
+	_, ok := g.ref.Dirs[Freezer]
+	return ok
+}
+
+// Freeze stops every process of the group and returns once the kernel
+// says the group is frozen, or ErrFreezeTimeout after wait (the group is
+// then thawed again).
+func (g *Group) Freeze(wait time.Duration) error {
+	if !g.CanFreeze() {
+		return errors.New("cgroup: no freezer")
+	}
+	deadline := time.Now().Add(wait)
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		if err := g.setFrozen(true); err != nil {
+			return err
+		}
+		frozen, err := g.Frozen()
+		if err != nil {
+			return err
+		}
+		if frozen {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = g.Thaw()
+			return fmt.Errorf("%w (%v)", ErrFreezeTimeout, wait)
+		}
+		time.Sleep(delay)
+	}
+}
+
+// Thaw lets the group's processes run again.
+func (g *Group) Thaw() error {
+	if !g.CanFreeze() {
+		return errors.New("cgroup: no freezer")
+	}
+	return g.setFrozen(false)
+}
+
+func (g *Group) setFrozen(on bool) error {
+	if g.ref.Version == 1 {
+		v := "THAWED"
+		if on {
+			v = "FROZEN"
+		}
+		return writeFile(filepath.Join(g.ref.Dirs[Freezer], "freezer.state"), v)
+	}
+	v := "0"
+	if on {
+		v = "1"
+	}
+	return writeFile(filepath.Join(g.mainDir(), "cgroup.freeze"), v)
+}
+
+// Frozen reports whether the kernel has every process of the group frozen.
+func (g *Group) Frozen() (bool, error) {
+	if g.ref.Version == 1 {
+		b, err := os.ReadFile(filepath.Join(g.ref.Dirs[Freezer], "freezer.state"))
+		if err != nil {
+			return false, err
+		}
+		return strings.TrimSpace(string(b)) == "FROZEN", nil
+	}
+	ev, err := readKeyed(filepath.Join(g.mainDir(), "cgroup.events"))
+	if err != nil {
+		return false, err
+	}
+	return ev["frozen"] == 1, nil
+}
+
+// Signal sends sig to every process listed in the group and returns how
+// many it reached.
+func (g *Group) Signal(sig unix.Signal) (int, error) {
+	pids, err := g.Procs()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pid := range pids {
+		if unix.Kill(pid, sig) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Kill sends SIGKILL to every process of the group (v2 cgroup.kill; else
+// with the group frozen, so that nothing forks between the listing and the
+// signal) and waits up to wait for none to be alive. It returns how many
+// live processes it found first; ErrNotEmpty when some survived the wait.
+func (g *Group) Kill(wait time.Duration) (int, error) {
+	live, err := g.Live()
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	found := len(live)
+	deadline := time.Now().Add(wait)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		if len(live) == 0 {
+			return found, nil
+		}
+		g.killOnce(live)
+		if time.Now().After(deadline) {
+			return found, fmt.Errorf("%w: %d in %s", ErrNotEmpty, len(live), g.mainDir())
+		}
+		time.Sleep(delay)
+		if live, err = g.Live(); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return found, nil
+			}
+			return found, err
+		}
+	}
+}
+
+func (g *Group) killOnce(live []int) {
+	if g.ref.Version == 2 && exists(filepath.Join(g.mainDir(), "cgroup.kill")) {
+		if writeFile(filepath.Join(g.mainDir(), "cgroup.kill"), "1") == nil {
+			return
+		}
+	}
+	frozen := g.CanFreeze() && g.setFrozen(true) == nil
+	if pids, err := g.Procs(); err == nil || live == nil {
+		live = pids
+	}
+	for _, pid := range live {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	if frozen {
+		_ = g.setFrozen(false)
+	}
+}
+
+// Remove closes the group and removes its directories; the group must
+// hold no live process. A directory already gone is not an error.
+func (g *Group) Remove() error {
+	if g.fd >= 0 {
+		_ = unix.Close(g.fd)
+		g.fd = -1
+	}
+	var errs []error
+	for _, d := range g.ref.Dirs {
+		var err error
+		for delay := time.Millisecond; delay < 500*time.Millisecond; delay *= 2 {
+			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) || !isBusy(err) {
+				break
+			}
+			time.Sleep(delay) // the last processes are still exiting
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// KillAll sends SIGKILL once to every process of the group, without
+// waiting (see Kill).
+func (g *Group) KillAll() { g.killOnce(nil) }
+
+// Attach moves pid into the group in every hierarchy: for a process that
+// could not be born inside it (a kernel without CLONE_INTO_CGROUP).
+func (g *Group) Attach(pid int) error {
+	var errs []error
+	for _, d := range g.ref.Dirs {
+		if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,364 @@
+package runner
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
+)
+
+// testTree opens a cgroup subtree of its own for one test, under the test
+// process's cgroup, and removes it at the end. Where no memory cgroup can be
+// created (not root, nothing mounted), the test is skipped and says why.
+func testTree(t *testing.T) *cgroup.Tree {
+	t.Helper()
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	tree, err := cgroup.Open(cgroup.Options{Name: fmt.Sprintf("lardon3d-test-%d-%x", os.Getpid(), r)})
+	if errors.Is(err, cgroup.ErrUnavailable) {
+		t.Skipf("no memory cgroup can be created on this machine: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := KillLeftoverCgroups(tree); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+		if err := tree.Remove(); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+	})
+	return tree
+}
+
+func cgSpec(t *testing.T, tree *cgroup.Tree, command ...string) Spec {
+	s := testSpec(t, command...)
+	s.Cgroup = tree
+	return s
+}
+
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("python3 is needed to allocate memory the way users' steps do: %v", err)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// pidsOf returns the pids a batch printed, one "pid N" per line of its log.
+func pidsOf(t *testing.T, s Spec, want int) []int {
+	t.Helper()
+	var pids []int
+	waitFor(t, fmt.Sprintf("%d pids in the log", want), func() bool {
+		pids = pids[:0]
+		for _, line := range strings.Split(readLog(t, s), "\n") {
+			if v, ok := strings.CutPrefix(line, "pid "); ok {
+				if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		return len(pids) >= want
+	}, func() string { return readLog(t, s) })
+	return pids
+}
+
+func TestCgroupStopsABurstTheSamplerCannotSee(t *testing.T) {
+	needPython(t)
+	tree := testTree(t)
+	// 2 GiB mapped and touched in one system call, under a 64Mi contract:
+	// no sample sees it coming; the kernel stops it at the limit.
+	s := cgSpec(t, tree, "python3", "-c",
+		"import mmap; m = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE); print('survived')")
+	s.MemoryLimit = 64 << 20
+	s.SampleInterval = time.Second
+	res := start(t, s).Wait()
+	limit := s.MemoryLimit + s.MemoryLimit/10 // the default tolerance
+	if res.Reason != ReasonMemoryExceeded {
+		t.Fatalf("result %+v, want MemoryExceeded; log:\n%s", res, readLog(t, s))
+	}
+	if res.PeakMemoryBytes > limit || res.PeakMemoryBytes < limit/2 {
+		t.Errorf("peak %d, want at most the limit %d and near it", res.PeakMemoryBytes, limit)
+	}
+	if res.OOMKills < 1 || !strings.HasPrefix(res.Enforcement, "cgroup v") {
+		t.Errorf("OOM kills %d, enforcement %q; want the kernel's kill in a cgroup", res.OOMKills, res.Enforcement)
+	}
+	if strings.Contains(readLog(t, s), "survived") {
+		t.Errorf("the burst ran to completion")
+	}
+	if !strings.Contains(res.Message, "the kernel killed it at its limit 70.4MiB (the contract 64.0MiB plus 10%)") {
+		t.Errorf("message %q does not give the limit and the contract", res.Message)
+	}
+}
+
+func TestCgroupCatchesAnAllocatorThatLeftItsGroup(t *testing.T) {
+	needPython(t)
+	tree := testTree(t)
+	// setsid puts the allocator in a session of its own: no process-group
+	// sampler sees it; its cgroup does.
+	s := cgSpec(t, tree, "setsid", "-w", "python3", "-c",
+		"import time; b = bytearray(b'x') * (600 << 20); time.sleep(1)")
+	s.MemoryLimit = 20 << 20
+	res := start(t, s).Wait()
+	if res.Reason != ReasonMemoryExceeded {
+		t.Fatalf("result %+v, want MemoryExceeded (not Done); log:\n%s", res, readLog(t, s))
+	}
+}
+
+func TestCgroupKillsProcessesThatLeftTheSessionOnCancel(t *testing.T) {
+	tree := testTree(t)
+	s := cgSpec(t, tree, "sh", "-c",
+		`setsid sh -c 'echo pid $$$$; exec sleep 301' & env -i setsid sh -c 'echo pid $$$$; exec sleep 302' & sleep 300`)
+	s.KillGrace = 300 * time.Millisecond
+	b := start(t, s)
+	pids := pidsOf(t, s, 2)
+	for _, pid := range pids {
+		if pg, _ := unix.Getpgid(pid); pg == b.Group().PGID {
+			t.Fatalf("pid %d is still in the batch's process group: the test does not escape", pid)
+		}
+	}
+	b.Cancel()
+	res := b.Wait()
+	if res.Reason != ReasonCancelled {
+		t.Errorf("reason %q, want Cancelled", res.Reason)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d (left the session with setsid) survived the cancel", pid)
+		}
+	}
+}
+
+func TestCgroupPeakCountsSharedPagesOnce(t *testing.T) {
+	needPython(t)
+	tree := testTree(t)
+	// 500 MiB touched, then three forks that keep it mapped: the RSS sum
+	// says 2 GiB, the kernel says 500 MiB.
+	s := cgSpec(t, tree, "python3", "-c", `
+import os, time
+b = bytearray(500 << 20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+kids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(1.5)
+        os._exit(0)
+    kids.append(pid)
+time.sleep(1.5)
+for k in kids:
+    os.waitpid(k, 0)
+`)
+	s.MemoryLimit = 4 << 30
+	res := start(t, s).Wait()
+	if res.ExitCode != 0 || res.Reason != "" {
+		t.Fatalf("result %+v; log:\n%s", res, readLog(t, s))
+	}
+	const mib = 1 << 20
+	if res.PeakMemoryBytes < 500*mib || res.PeakMemoryBytes > 700*mib {
+		t.Errorf("peak %d MiB, want about 500 MiB (not 500 x 4)", res.PeakMemoryBytes/mib)
+	}
+	if res.PeakWorkingSetBytes < 400*mib || res.PeakWorkingSetBytes > res.PeakMemoryBytes {
+		t.Errorf("working set %d MiB, want about 500 MiB and at most the peak %d MiB", res.PeakWorkingSetBytes/mib, res.PeakMemoryBytes/mib)
+	}
+}
+
+func TestCgroupPageCacheReadIsNotTheBatchNeed(t *testing.T) {
+	tree := testTree(t)
+	// A 256 MiB file read under a 64Mi contract: the kernel reclaims the
+	// page cache at the limit instead of killing, and the working set
+	// stays small.
+	data := filepath.Join(t.TempDir(), "input.bin")
+	f, err := os.Create(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	for range 256 {
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Drop the file's pages from the cache: they were charged to the
+	// test, and the batch must read (and be charged for) them itself.
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	s := cgSpec(t, tree, "sh", "-c", `cat "$0" > /dev/null; cat "$0" > /dev/null`, data)
+	s.MemoryLimit = 64 << 20
+	res := start(t, s).Wait()
+	if res.ExitCode != 0 || res.Reason != "" {
+		t.Fatalf("reading files was killed: %+v; log:\n%s", res, readLog(t, s))
+	}
+	if res.PeakWorkingSetBytes > 32<<20 {
+		t.Errorf("working set %d MiB after only reading a file, want a few MiB", res.PeakWorkingSetBytes>>20)
+	}
+}
+
+func TestCgroupPauseFreezesEveryMember(t *testing.T) {
+	tree := testTree(t)
+	out := filepath.Join(t.TempDir(), "ticks")
+	// A counter in a session of its own, beside a sleeper: a frozen
+	// cgroup stops both.
+	s := cgSpec(t, tree, "sh", "-c",
+		`setsid sh -c 'echo pid $$$$; while :; do echo x >> "$0"; sleep 0.01; done' "$0" & echo pid $$$$; sleep 300`, out)
+	b := start(t, s)
+	pids := pidsOf(t, s, 2)
+	waitFor(t, "the counter", func() bool { st, err := os.Stat(out); return err == nil && st.Size() > 0 })
+	if err := b.Pause(); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := string(b)
+		if state := st[strings.LastIndexByte(st, ')')+2]; state != 'D' && state != 'T' {
+			t.Errorf("pid %d in state %c while frozen, want D (frozen)", pid, state)
+		}
+	}
+	before, _ := os.ReadFile(out)
+	time.Sleep(300 * time.Millisecond)
+	after, _ := os.ReadFile(out)
+	if len(after) != len(before) {
+		t.Errorf("the counter went on while paused: %d -> %d bytes", len(before), len(after))
+	}
+	if err := b.Resume(); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	waitFor(t, "the counter to go on", func() bool {
+		now, _ := os.ReadFile(out)
+		return len(now) > len(after)
+	})
+	b.Cancel()
+	b.Wait()
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d survived the cancel", pid)
+		}
+	}
+}
+
+func TestKillLeftoverCgroupsAfterControllerDeath(t *testing.T) {
+	tree := testTree(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// A controller (this test binary in its "controller" role) starts a
+	// batch whose processes leave its session, then dies with kill -9.
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), helperEnv+"=controller", runDirEnv+"="+dir, cgroupNameEnv+"="+filepath.Base(tree.Dir()),
+		commandEnv+`=setsid sh -c 'echo pid $$$$; exec sleep 301' & env -i setsid sh -c 'echo pid $$$$; exec sleep 302' & echo pid $$$$; exec sleep 300`)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	if _, err := stdout.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{LogPath: filepath.Join(dir, "log")}
+	pids := pidsOf(t, spec, 3)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	time.Sleep(100 * time.Millisecond) // the parent-death signal reaches the leader
+	var survivors []int
+	for _, pid := range pids {
+		if alive(pid) {
+			survivors = append(survivors, pid)
+		}
+	}
+	if len(survivors) == 0 {
+		t.Fatalf("nothing survived the controller: the test does not reproduce a leftover")
+	}
+	n, err := KillLeftoverCgroups(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(survivors) {
+		t.Errorf("killed %d, want the %d survivors %v", n, len(survivors), survivors)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d survived the restart's clean-up", pid)
+		}
+	}
+	if left, _ := tree.Leftovers(); len(left) != 0 {
+		t.Errorf("%d cgroups left under the subtree", len(left))
+	}
+}
+
+func TestKillByEnvSparesAnotherUsersProcess(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to start a process as another user")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed: %v", err)
+	}
+	marker := fmt.Sprintf("/tmp/lardon3d-state-%d", os.Getpid())
+	// Another user's shell job: a process carrying the state directory
+	// beside a sibling in the same process group.
+	other := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"sh", "-c", "env LARDON3D_STATE_DIR="+marker+" sleep 300 & sleep 300 & wait")
+	other.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Kill(-other.Process.Pid, unix.SIGKILL); _ = other.Wait() })
+	// Our own leftover with the same marker: this one must die.
+	mine := exec.Command("sleep", "300")
+	mine.Env = append(os.Environ(), "LARDON3D_STATE_DIR="+marker)
+	mine.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	if err := mine.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mine.Process.Kill(); _ = mine.Wait() })
+	waitFor(t, "the other user's processes", func() bool { return len(liveMembers(t, other.Process.Pid)) == 3 })
+	n, err := KillByEnv("LARDON3D_STATE_DIR", marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("killed %d, want 1 (ours only)", n)
+	}
+	waitFor(t, "our leftover to die", func() bool { return !alive(mine.Process.Pid) })
+	time.Sleep(50 * time.Millisecond)
+	if got := len(liveMembers(t, other.Process.Pid)); got != 3 {
+		t.Errorf("the other user's job has %d live processes, want 3 untouched", got)
+	}
+}
