@@ -362,3 +362,26 @@ func TestKillByEnvSparesAnotherUsersProcess(t *testing.T) {
 		t.Errorf("the other user's job has %d live processes, want 3 untouched", got)
 	}
 }
+
+func TestKillLeftoverRefusesACgroupOutsideALardonSubtree(t *testing.T) {
+	// A tampered record naming the test's own memory cgroup (where this
+	// test runs) must not get it killed.
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem string
+	for _, line := range strings.Split(string(self), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "memory" {
+			mem = filepath.Join("/sys/fs/cgroup/memory", f[2])
+		}
+	}
+	if mem == "" {
+		t.Skip("no cgroup v1 memory hierarchy here")
+	}
+	ref := cgroup.Ref{Version: 1, Dirs: map[string]string{cgroup.Memory: mem}}
+	n, err := KillLeftover(ProcessGroup{PGID: 999999, Cgroup: &ref})
+	if err == nil || n != 0 {
+		t.Fatalf("KillLeftover of the test's own cgroup: %d, %v; want a refusal", n, err)
+	}
+}

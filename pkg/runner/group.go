@@ -186,8 +186,15 @@ func KillLeftover(pg ProcessGroup) (killed int, err error) {
 }
 
 // killCgroup kills what is left in a recorded cgroup and removes it; a
-// cgroup already gone counts as empty.
+// cgroup already gone counts as empty. A record naming a cgroup that is not
+// a batch's (its parent is not a "lardon3d-" subtree) is refused: the state
+// directory must not be a way to kill another service's processes.
 func killCgroup(ref cgroup.Ref) (int, error) {
+	for _, d := range ref.Dirs {
+		if !strings.HasPrefix(filepath.Base(filepath.Dir(d)), "lardon3d-") {
+			return 0, fmt.Errorf("%w: recorded cgroup %s is not under a lardon3d subtree", ErrInvalidSpec, d)
+		}
+	}
 	g, err := cgroup.Load(ref)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
