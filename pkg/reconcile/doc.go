@@ -57,9 +57,12 @@
 // queue's answer (Holds, Replace), not the phase last written.
 //
 // Crash safety. Before the queue hears of a batch, the batch adapter records
-// its process group (pgid, start time, boot id) in STATE/run/TASK/group-PGID.json
-// and removes the file once the group is gone. Run starts by killing every
-// group still on record, then resumes each task from its committed progress:
+// its process group (pgid, start time, boot id, and its cgroup when
+// Deps.Cgroups is set) in STATE/run/TASK/group-PGID.json and removes the
+// file once the group is gone. Run starts by killing every group still on
+// record and everything left in a batch cgroup under the subtree (without
+// cgroups: every process of this user carrying the state directory), then
+// resumes each task from its committed progress:
 // reservations live only in memory, so none leaks. At most the batch in
 // flight at the crash runs again.
 //
