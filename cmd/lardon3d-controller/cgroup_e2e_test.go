@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,6 +117,14 @@ spec:
 	if len(leftovers) != 3 {
 		t.Fatalf("%d sleepers after kill -9, want 3: the test no longer reproduces a leftover", len(leftovers))
 	}
+	// Another user's process that happens to carry this controller's state
+	// directory (a batch reproduced by hand in their shell) is not ours.
+	other := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"env", "LARDON3D_STATE_DIR="+filepath.Join(spool, ".lardon3d"), "sleep", strconv.Itoa(base+3))
+	if err := other.Start(); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to start another user's process: %v", err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
 	startController(t, spool, "--cgroups", "required")
 	// The task runs again (new sleepers): the old ones must be gone.
 	eventually(t, 20*time.Second, "the restarted controller to kill the leftovers", func() bool {
@@ -127,6 +136,9 @@ spec:
 		return true
 	})
 	eventually(t, 20*time.Second, "the task to run again", func() bool { return phaseOf(t, path) == v1alpha1.PhaseRunning })
+	if st := procState(other.Process.Pid); st == 0 || st == 'Z' {
+		t.Errorf("another user's process carrying the state directory was killed by the restart")
+	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
