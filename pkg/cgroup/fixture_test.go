@@ -85,6 +85,24 @@ func (f *fixture) v2Group(name string) string {
 	return dir
 }
 
+// v2Batch opens the fixture's tree and creates group "b" in it; it returns
+// the fixture, the group's directory relative to the fixture and the group.
+func v2Batch(t *testing.T, l Limits) (*fixture, string, *Group) {
+	t.Helper()
+	f := v2Tree(t)
+	dir := f.v2Group("b")
+	tree, err := Open(f.options(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tree.New("b", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Remove() })
+	return f, dir, g
+}
+
 func TestV2OpenEnablesMemoryAndNewSetsLimits(t *testing.T) {
 	f := v2Tree(t)
 	dir := f.v2Group("batch-1")
@@ -119,16 +137,7 @@ func TestV2OpenEnablesMemoryAndNewSetsLimits(t *testing.T) {
 }
 
 func TestV2MemoryReadings(t *testing.T) {
-	f := v2Tree(t)
-	dir := f.v2Group("b")
-	tree, err := Open(f.options(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := tree.New("b", Limits{MemoryMax: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, dir, g := v2Batch(t, Limits{MemoryMax: 1 << 30})
 	f.write(dir+"/memory.current", "300000000\n")
 	f.write(dir+"/memory.peak", "500000000\n")
 	f.write(dir+"/memory.stat", "anon 100000000\nfile 200000000\nactive_file 50000000\ninactive_file 150000000\n")
@@ -155,18 +164,9 @@ func TestV2MemoryReadings(t *testing.T) {
 }
 
 func TestV2FreezeWaitsForTheKernelAndThawsOnTimeout(t *testing.T) {
-	f := v2Tree(t)
-	dir := f.v2Group("b")
-	tree, err := Open(f.options(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := tree.New("b", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, dir, g := v2Batch(t, Limits{})
 	// The kernel never reports frozen: Freeze gives up and thaws.
-	err = g.Freeze(30 * time.Millisecond)
+	err := g.Freeze(30 * time.Millisecond)
 	if !errors.Is(err, ErrFreezeTimeout) {
 		t.Fatalf("Freeze with frozen 0: %v, want ErrFreezeTimeout", err)
 	}
@@ -186,16 +186,7 @@ func TestV2FreezeWaitsForTheKernelAndThawsOnTimeout(t *testing.T) {
 }
 
 func TestV2KillUsesCgroupKillAndWaitsForTheMembers(t *testing.T) {
-	f := v2Tree(t)
-	dir := f.v2Group("b")
-	tree, err := Open(f.options(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := tree.New("b", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, dir, g := v2Batch(t, Limits{})
 	// Pid 4243 exists only in the fixture's proc: with cgroup.kill present
 	// no real signal is sent.
 	f.write(dir+"/cgroup.procs", "4243\n")
