@@ -19,7 +19,9 @@
 //     memory.limit_in_bytes (and memory.memsw.limit_in_bytes, so the limit
 //     cannot be dodged by swapping) and memory.soft_limit_in_bytes at the
 //     contract; v2 memory.max, memory.swap.max 0 and memory.oom.group 1 (an
-//     OOM kill takes the batch whole);
+//     OOM kill takes the batch whole). memory.high is left alone: at the
+//     contract it would throttle, in reclaim, a batch that is within its
+//     tolerance, slowing the machine's work instead of protecting it;
 //   - placement before the first instruction: on v2 the child is cloned
 //     into the group (Group.FD for SysProcAttr.UseCgroupFD); on v1 the
 //     forking thread enters the group (Group.EnterThread), forks, and
