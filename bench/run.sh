@@ -6,8 +6,8 @@
 #   bash bench/run.sh [--scale F] [--mem-scale F] [--only CASE[,CASE...]]
 #                     [--fast] [--out DIR] [--no-install] [--slurm]
 #
-# Cases: micro, reaction, throughput, idle, packing-A, packing-B ("packing"
-# means both). --scale 0.05 shrinks counts and CPU so the whole run is a
+# Cases: micro, reaction, throughput, idle, flood, crash, packing-A,
+# packing-B ("packing" means both). --scale 0.05 shrinks counts and CPU so the whole run is a
 # one-minute smoke test; --mem-scale shrinks the memory figures and the 8 GiB
 # budget alike (smoke tests on a shared machine). --fast leaves out the two
 # peers of workload A that run whole tasks one at a time (about 300 s each).
@@ -24,7 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
 SCALE=1 MEM_SCALE="" ONLY="" FAST=0 INSTALL=1 SLURM=0
 OUT=$BENCH/out
-ALL_CASES="micro reaction throughput idle packing-A packing-B"
+ALL_CASES="micro reaction throughput idle flood crash packing-A packing-B"
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
@@ -151,14 +151,14 @@ if want micro; then
 	benchtime=1s
 	[ "$SCALE" = 1 ] || benchtime=100ms
 	: >"$OUT/gobench.txt"
-	for spec in "./pkg/governor BenchmarkDecide reservations=10000" "./pkg/queue BenchmarkScan pending=10000" "./pkg/spool BenchmarkWriteStatus"; do
+	for spec in "./pkg/governor BenchmarkDecide reservations=10000" "./pkg/queue BenchmarkScan pending=10000" "./pkg/spool BenchmarkWriteStatus" "./pkg/spool BenchmarkWriteStatuses"; do
 		read -r pkg name sub <<<"$spec"
 		pat="^$name\$"
 		[ -n "$sub" ] && pat="$pat/^$sub\$"
 		(cd "$ROOT" && go test -run '^$' -bench "$pat" -benchmem -benchtime "$benchtime" "$pkg") >>"$OUT/gobench.txt" 2>&1 || true
 	done
 	"$BK" gobench --in "$OUT/gobench.txt" --results "$RESULTS" \
-		--want BenchmarkDecide/reservations=10000 --want BenchmarkScan/pending=10000 --want BenchmarkWriteStatus
+		--want BenchmarkDecide/reservations=10000 --want BenchmarkScan/pending=10000 --want BenchmarkWriteStatus --want BenchmarkWriteStatuses
 fi
 
 # --- 2. reaction -----------------------------------------------------------
@@ -208,6 +208,60 @@ if want idle && [ "$HAVE_CTL" = 1 ]; then
 	changed=$(find "$spool" -name '*.yaml' -newer "$OUT/idle/.generated" | wc -l)
 	reran=$(grep -c '"from":' "$OUT/logs/idle.log" || true)
 	[ "$changed" -eq 0 ] || NOTES+=("idle: the controller rewrote $changed of the $n Done manifests at start-up; phase transitions in its log: $reran")
+fi
+
+# --- 4b. flood ------------------------------------------------------------
+# 10,000 trivial tasks moved into a running controller's spool at once; its
+# resident memory (VmRSS, every 100 ms) and `get`'s latency (one listing
+# after another) sampled until every task is Done.
+if want flood && [ "$HAVE_CTL" = 1 ]; then
+	n=$(scaled 10000 200)
+	log "flood: $n trivial tasks dropped at once"
+	dir=$OUT/flood
+	mkdir -p "$dir/staged" "$dir/spool" && chmod 700 "$dir/spool"
+	"$BK" spool-gen --kind trivial --n "$n" --dir "$dir/staged"
+	# Not --exit-when-done: an empty spool is settled at once.
+	start_controller "$dir/spool" "$OUT/logs/flood.log"
+	sleep 1
+	t0=$(date +%s%N)
+	find "$dir/staged" -name '*.yaml' -exec mv -t "$dir/spool" {} +
+	rss_peak=0 done_n=0
+	: >"$dir/get_ms"
+	deadline=$(($(date +%s) + 900))
+	while kill -0 "$CTL_PID" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do
+		r=$(awk '/^VmRSS:/ { print $2 }' "/proc/$CTL_PID/status" 2>/dev/null || true)
+		if [ -n "$r" ] && [ "$r" -gt "$rss_peak" ]; then rss_peak=$r; fi
+		g0=$(date +%s%N)
+		"$CONTROLLER" get --spool "$dir/spool" >/dev/null 2>&1 || true
+		echo $((($(date +%s%N) - g0) / 1000000)) >>"$dir/get_ms"
+		done_n=$(grep -c '"phase":"Done"' "$OUT/logs/flood.log" || true)
+		[ "$done_n" -ge "$n" ] && break
+		sleep 0.1
+	done
+	t1=$(date +%s%N)
+	stop_controller
+	read -r gn gp50 gmax < <(sort -n "$dir/get_ms" | awk '{ v[NR] = $1 } END { if (NR == 0) print 0, 0, 0; else print NR, v[int((NR + 1) / 2)], v[NR] }')
+	"$BK" record --results "$RESULTS" --case flood --subject lardon3d-controller n="$n" failed=$((n - done_n)) \
+		wall_s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')" \
+		rss_peak_mb="$(awk -v k="$rss_peak" 'BEGIN { printf "%.1f", k / 1024 }')" get_n="$gn" get_p50_ms="$gp50" get_max_ms="$gmax"
+fi
+
+# --- 4c. crash -------------------------------------------------------------
+# kill -9 at random moments during a run of 2,000 trivial tasks, 10 times,
+# then a run to the end: the e2e test TestKill9DuringManyTinyTasks at full
+# size (`make test` runs it with 200 tasks and 3 kills).
+if want crash && [ "$HAVE_CTL" = 1 ]; then
+	n=$(scaled 2000 50)
+	log "crash: 10 kill -9 during $n tasks"
+	t0=$(date +%s%N)
+	if (cd "$ROOT" && LARDON3D_CRASH_TASKS=$n LARDON3D_CRASH_KILLS=10 LARDON3D_BIN=$(dirname "$CONTROLLER") \
+		go test -count=1 -timeout 20m -run '^TestKill9DuringManyTinyTasks$' -v ./cmd/lardon3d-controller) >"$OUT/logs/crash.log" 2>&1; then
+		passed=1 note=""
+	else
+		passed=0 note="see logs/crash.log"
+	fi
+	"$BK" record --results "$RESULTS" --case crash --subject lardon3d-controller --note "$note" tasks="$n" kills=10 passed="$passed" \
+		wall_s="$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')"
 fi
 
 # --- 5. packing ------------------------------------------------------------

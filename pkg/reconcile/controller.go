@@ -124,6 +124,8 @@ type Controller struct {
 	writeErrorsChanged bool
 	// closing is set once Run shuts down: no task is cancelled any more.
 	closing bool
+	// phasesAt is when the phase gauge was last recounted.
+	phasesAt time.Time
 }
 
 // entry is one manifest the controller knows.
@@ -265,18 +267,17 @@ loop:
 				}
 				break loop
 			}
-			if ev.Type == spool.Synced {
-				c.synced = true
-				c.metrics.SetReady(true)
-				c.log.Info().Int("tasks", len(c.entries)).Str("spool", c.cfg.SpoolDir).Msg("spool listed")
-				break
-			}
-			c.handleFile(ev)
+			c.takeEvent(ev)
+			// Take what else is waiting before flushing: the writes due
+			// together are then one group commit, not one each.
+			c.drainEvents()
 		case <-c.inbox.wake:
 			c.applyInbox()
+			c.drainEvents()
 		case <-flush.C:
 		case <-publish.C:
 			c.publishBudgets()
+			c.countPhases(time.Now(), false) // exact again once a burst of writes ends
 		case err := <-spoolErr:
 			runErr = fmt.Errorf("spool: %w", err)
 			break loop
@@ -324,6 +325,7 @@ loop:
 		c.dirty[path] = struct{}{}
 	}
 	c.flush(time.Now(), true)
+	c.countPhases(time.Now(), true)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))
 	for _, e := range c.entries {
@@ -332,6 +334,40 @@ loop:
 		}
 	}
 	return c.outcome(), runErr
+}
+
+// drainMax bounds how many waiting spool events one pass of Run takes
+// before it flushes.
+const drainMax = 1024
+
+// takeEvent applies one spool event. REQUIRES: owner goroutine.
+func (c *Controller) takeEvent(ev spool.Event) {
+	if ev.Type == spool.Synced {
+		c.synced = true
+		c.metrics.SetReady(true)
+		c.log.Info().Int("tasks", len(c.entries)).Str("spool", c.cfg.SpoolDir).Msg("spool listed")
+		return
+	}
+	c.handleFile(ev)
+}
+
+// drainEvents applies the spool events and inbox notes already waiting
+// (at most drainMax events), without blocking. A closed event channel is
+// left to Run's select. REQUIRES: owner goroutine.
+func (c *Controller) drainEvents() {
+	for n := 0; n < drainMax; n++ {
+		select {
+		case ev, ok := <-c.spool.Events():
+			if !ok {
+				return
+			}
+			c.takeEvent(ev)
+		case <-c.inbox.wake:
+			c.applyInbox()
+		default:
+			return
+		}
+	}
 }
 
 // publishWriteErrors publishes the failing status writes for describe.
@@ -1043,43 +1079,89 @@ func (c *Controller) markDirty(e *entry, urgent bool) {
 
 // flush writes the statuses that are due and returns when the next one is
 // (0 when none is waiting). With all set, it writes every dirty status
-// once, failed ones included.
+// once, failed ones included. The writes due together are one group
+// commit when the spool can make one (groupWriter).
 func (c *Controller) flush(now time.Time, all bool) time.Duration {
 	var next time.Duration
-	wrote := false
+	var due []*entry
 	for path := range c.dirty {
 		e := c.entries[path]
 		if e == nil {
 			delete(c.dirty, path)
 			continue
 		}
-		due := e.lastWrite.Add(c.cfg.ProgressInterval)
+		at := e.lastWrite.Add(c.cfg.ProgressInterval)
 		if !e.urgentAt.IsZero() {
-			due = e.urgentAt.Add(c.cfg.PhaseWriteDelay)
+			at = e.urgentAt.Add(c.cfg.PhaseWriteDelay)
 		}
 		if e.commit {
-			due = now
+			at = now
 		}
-		if e.retryAt.After(due) {
-			due = e.retryAt
+		if e.retryAt.After(at) {
+			at = e.retryAt
 		}
-		if !all && now.Before(due) {
-			if wait := due.Sub(now); next == 0 || wait < next {
+		if !all && now.Before(at) {
+			if wait := at.Sub(now); next == 0 || wait < next {
 				next = wait
 			}
 			continue
 		}
-		if c.write(e, now) {
-			delete(c.dirty, path)
+		due = append(due, e)
+	}
+	if len(due) == 0 {
+		return next
+	}
+	wrote := false
+	for i, r := range c.writeAll(due) {
+		e := due[i]
+		if c.wrote(e, now, r.err, r.took) {
+			delete(c.dirty, e.path)
 			wrote = true
 		} else if wait := e.retryAt.Sub(now); next == 0 || wait < next {
 			next = max(wait, time.Millisecond)
 		}
 	}
 	if wrote {
-		c.countPhases()
+		c.countPhases(now, false)
 	}
 	return next
+}
+
+// groupWriter is a Spool that writes several statuses as one group
+// commit (*spool.Spool is one).
+type groupWriter interface {
+	WriteStatuses(ws []spool.StatusWrite) []error
+}
+
+// writeResult is how one status write ended and how long it took.
+type writeResult struct {
+	err  error
+	took time.Duration
+}
+
+// writeAll writes the statuses of es: one group commit when the spool
+// makes them, else one by one.
+func (c *Controller) writeAll(es []*entry) []writeResult {
+	res := make([]writeResult, len(es))
+	if g, ok := c.spool.(groupWriter); ok && len(es) > 1 {
+		ws := make([]spool.StatusWrite, len(es))
+		for i, e := range es {
+			ws[i] = spool.StatusWrite{Path: e.path, Status: &e.status}
+		}
+		start := time.Now()
+		errs := g.WriteStatuses(ws)
+		took := time.Since(start)
+		for i := range es {
+			res[i] = writeResult{err: errs[i], took: took}
+		}
+		return res
+	}
+	for i, e := range es {
+		start := time.Now()
+		err := c.spool.WriteStatus(e.path, &e.status)
+		res[i] = writeResult{err: err, took: time.Since(start)}
+	}
+	return res
 }
 
 // Status write retries back off from writeRetryMin, doubling up to
@@ -1089,11 +1171,10 @@ const (
 	writeRetryMax = 10 * time.Second
 )
 
-// write writes e's status; on failure e stays due (a commit point too)
-// and is retried with backoff. It reports whether the write landed.
-func (c *Controller) write(e *entry, now time.Time) bool {
-	start := time.Now()
-	err := c.spool.WriteStatus(e.path, &e.status)
+// wrote settles the write of e's status that ended with err; on failure
+// e stays due (a commit point too) and is retried with backoff. It reports
+// whether the write landed.
+func (c *Controller) wrote(e *entry, now time.Time, err error, took time.Duration) bool {
 	if errors.Is(err, spool.ErrDeferred) {
 		// A writer holds the file (or an editor is saving it): the spool
 		// makes the write once it is free. Not a failure; the entry stays
@@ -1102,7 +1183,7 @@ func (c *Controller) write(e *entry, now time.Time) bool {
 		e.retryAt = now.Add(2 * writeRetryMin)
 		return false
 	}
-	c.metrics.ObserveStatusWrite(time.Since(start), err)
+	c.metrics.ObserveStatusWrite(took, err)
 	if errors.Is(err, spool.ErrNotRewritable) && !c.closing && e.lastWrite.IsZero() && e.task.Status.Phase == "" {
 		// A file whose layout the editor refuses (anchors, several
 		// documents) can never hold a status: its progress could not be
@@ -1143,7 +1224,17 @@ func (c *Controller) write(e *entry, now time.Time) bool {
 	return true
 }
 
-func (c *Controller) countPhases() {
+// phasesEvery bounds how often the phase gauge is recounted (a count is
+// a pass over every task, and writes land thousands of times a second).
+const phasesEvery = 250 * time.Millisecond
+
+// countPhases recounts the tasks per phase for the gauge, at most every
+// phasesEvery unless force.
+func (c *Controller) countPhases(now time.Time, force bool) {
+	if !force && now.Sub(c.phasesAt) < phasesEvery {
+		return
+	}
+	c.phasesAt = now
 	counts := make(map[v1alpha1.Phase]int)
 	for _, e := range c.entries {
 		counts[e.status.Phase]++

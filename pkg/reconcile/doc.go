@@ -15,7 +15,11 @@
 // phase change within PhaseWriteDelay (10 ms), so that the
 // Reserved→Running→Done of a short task lands in one write; other
 // changes (a batch starting, a new reason to wait) at most every
-// ProgressInterval (250 ms) per task. A write that fails stays due and is
+// ProgressInterval (250 ms) per task. Run takes every spool event and
+// inbox note already waiting before it flushes, and the writes due
+// together are one group commit (spool.Spool.WriteStatuses: one syncfs,
+// one directory fsync), so a flood of short tasks costs one flush per
+// pass, not one per task. A write that fails stays due and is
 // retried with backoff (100 ms doubling to 10 s), a commit point included,
 // until it lands; meanwhile it is logged, counted
 // (lardon3d_status_write_duration_seconds{result="error"}) and published in

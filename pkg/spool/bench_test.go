@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,23 @@ func BenchmarkWriteStatus(b *testing.B) {
 			}
 		}
 	})
+	b.Run("KnownLayout", func(b *testing.B) {
+		// The steady state: the file is the version the last write-back
+		// produced, so its status entry is replaced without a parse.
+		e, err := replaceStatus(src, st)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l := e.layout()
+		b.ReportAllocs()
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			st.Progress.ItemsDone++
+			if _, err := replaceStatusAt(e.out, l, st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("File", func(b *testing.B) {
 		dir := b.TempDir()
 		path := filepath.Join(dir, "features-block-a.yaml")
@@ -78,4 +96,39 @@ func BenchmarkWriteStatus(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkWriteStatuses is a group commit of 8 files (ns/op per group;
+// per-file is ns/op / 8), to set beside BenchmarkWriteStatus/File (one
+// file alone): the latency one write gains or loses by sharing its flushes.
+func BenchmarkWriteStatuses(b *testing.B) {
+	src := benchManifest()
+	st := benchStatus()
+	for _, n := range []int{1, 8} {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			sp, err := Open(dir, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ws := make([]StatusWrite, n)
+			for i := range ws {
+				ws[i].Path = filepath.Join(dir, fmt.Sprintf("t%d.yaml", i))
+				if err := os.WriteFile(ws[i].Path, src, 0o600); err != nil {
+					b.Fatal(err)
+				}
+				ws[i].Status = st
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				st.Progress.ItemsDone++
+				for _, err := range sp.WriteStatuses(ws) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/file")
+		})
+	}
 }

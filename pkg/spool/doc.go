@@ -119,6 +119,29 @@
 // (ErrConflict) or when the file is gone for a moment (an editor's save), and Run's retry goroutine makes it when the watcher sees
 // the file closed or back, or within a second. The latest status wins.
 //
+// # Group commit
+//
+// WriteStatuses makes several status write-backs as one group: under the
+// path locks of every file (taken in path order), steps 1 and 2 for each
+// (the temp files written, not yet flushed), then one syncfs(2) for all (an
+// fsync of each where it fails or for a file on another file system), then
+// steps 3 to 6 for each, then one fsync per directory. Nothing is reported
+// written before that fsync; a kill at any moment leaves each manifest its
+// old or its new version. A file whose round does not end at the exchange
+// (busy, changed, gone) is then written alone by WriteStatus's loop, with
+// its deferral. A file still exactly as the last group left it (inode,
+// size, modification and change time) and given the same status again is
+// not read at all.
+//
+// The status block is emitted directly (emit.go), not through a YAML ->
+// JSON -> YAML round trip, and checked against the reader (its YAML-to-JSON
+// form must be the status's JSON form). The version a write-back produced
+// is remembered by its SHA-256 with where its status entry is (a layout):
+// the next write-back of that version replaces the entry in place without
+// parsing the file, and the watcher and keeper take its user part from the
+// layout; the bytes around the entry are those that passed the whole-file
+// self-check, so only the new block is checked.
+//
 // The keeper watches each displaced inode for Options.DisplacedGrace
 // (100 ms), polling its lease every 2 ms. A broken lease means a writer
 // whose open() looked the name up before the swap is writing into it: the
@@ -155,8 +178,10 @@
 // goroutine. Spool.mu guards the per-path locks map, the deferred and last
 // edits and the running flag; a write-back takes mu to find its path lock,
 // releases it, then holds the path lock for the whole loop, taking mu
-// again only briefly: a path lock is never taken while mu is held. kmu
-// guards the keeper's list and is taken alone. Write-backs of one file are
+// again only briefly: a path lock is never taken while mu is held. A group
+// holds several path locks, always taken in path order. kmu guards the
+// keeper's list and lmu the layouts and what the last group left; each is
+// taken alone. Write-backs of one file are
 // serialised and in call order; the keeper's merge takes the path lock
 // like any write-back.
 package spool

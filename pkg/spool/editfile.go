@@ -103,6 +103,9 @@ type editStats struct {
 	// Merges counts writes that reached a displaced inode and were merged
 	// back into the manifest; Conflicts those kept as a conflict copy.
 	Merges, Conflicts atomic.Int64
+	// KnownLayout counts status edits made through a known layout (no
+	// parse of the file).
+	KnownLayout atomic.Int64
 }
 
 // EditFile applies edit to the manifest at path, through the same checked
@@ -164,79 +167,150 @@ func (s *Spool) editFile(path string, edit editFunc) error {
 // editOnce runs one round (see the package doc, "Write-back"); with
 // leaseFirst the read lease is taken before the file is read.
 func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResult, error) {
-	t, f, err := s.root.openFile(filepath.Base(path))
-	if err != nil {
+	r, res, err := s.prepare(path, edit, leaseFirst)
+	if r == nil {
+		return res, err
+	}
+	defer r.close()
+	if err := r.tmpFile.Sync(); err != nil {
+		return 0, fmt.Errorf("edit %s: fsync temp: %w", path, err)
+	}
+	if err := r.closeTemp(); err != nil {
 		return 0, fmt.Errorf("edit %s: %w", path, err)
 	}
-	defer t.close()
-	kept := false // f was handed to the keeper
+	res, err = s.swap(r)
+	if err != nil || !r.swapped {
+		return res, err
+	}
+	return res, syncDir(r.t.parent)
+}
+
+// round is one write-back round between its steps: prepared (the new
+// version written to a temp file, not yet flushed), then swapped.
+type round struct {
+	path       string
+	t          *target
+	f          *os.File // the version read
+	leaseFirst bool
+	lease      leaseResult
+	read       FileIdentity
+	data, out  []byte
+	tmp        string
+	tmpFile    *os.File // open until flushed
+	written    uint64
+	removeTmp  bool
+	kept       bool // f was handed to the keeper
+	ours       *os.File
+	// swapped: a rename or exchange happened in the directory (it needs
+	// its fsync).
+	swapped bool
+	// statusSum identifies the status a group write-back writes (nil for
+	// other edits).
+	statusSum *[sha256.Size]byte
+}
+
+// close releases what the round holds and removes its temp file unless
+// it became the manifest or was kept aside.
+func (r *round) close() {
+	if r.tmpFile != nil {
+		_ = r.tmpFile.Close()
+	}
+	if r.ours != nil {
+		_ = r.ours.Close()
+	}
+	if r.removeTmp {
+		_ = unix.Unlinkat(r.t.parent, r.tmp, 0)
+	}
+	if !r.kept {
+		if r.lease == leaseGranted {
+			releaseLease(r.f)
+		}
+		_ = r.f.Close()
+	}
+	r.t.close()
+}
+
+// closeTemp closes the flushed temp file and notes its inode.
+func (r *round) closeTemp() error {
+	fi, err := r.tmpFile.Stat()
+	if err != nil {
+		return fmt.Errorf("stat temp: %w", err)
+	}
+	r.written = fi.Sys().(*syscall.Stat_t).Ino
+	f := r.tmpFile
+	r.tmpFile = nil
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close temp: %w", err)
+	}
+	return nil
+}
+
+// prepare runs steps 1 and 2 of a round: read the file, apply the edit,
+// write the result to a temp file (not yet flushed). A nil round means the
+// round ended here, with res and err (roundDone: nothing to change).
+func (s *Spool) prepare(path string, edit editFunc, leaseFirst bool) (*round, roundResult, error) {
+	t, f, err := s.root.openFile(filepath.Base(path))
+	if err != nil {
+		return nil, 0, fmt.Errorf("edit %s: %w", path, err)
+	}
+	r := &round{path: path, t: t, f: f, leaseFirst: leaseFirst}
+	ok := false
 	defer func() {
-		if !kept {
-			_ = f.Close()
+		if !ok {
+			r.close()
 		}
 	}()
-	lease := leaseResult(0)
 	if leaseFirst {
-		if lease = takeLease(f); lease == leaseBusy {
-			return roundBusy, nil
-		}
-		if lease == leaseGranted {
-			defer func() {
-				if !kept {
-					releaseLease(f)
-				}
-			}()
+		if r.lease = takeLease(f); r.lease == leaseBusy {
+			return nil, roundBusy, nil
 		}
 	}
 	read, data, st, err := readVersion(f, s.opts.MaxFileSize)
 	if err != nil {
-		return 0, fmt.Errorf("edit %s: %w", path, err)
+		return nil, 0, fmt.Errorf("edit %s: %w", path, err)
 	}
 	out, err := edit(data)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if bytes.Equal(out, data) {
-		return roundDone, nil
+		return nil, roundDone, nil
 	}
-	tmp, written, err := writeTemp(t.parent, t.leaf, out, st)
+	r.read, r.data, r.out = read, data, out
+	r.tmp, r.tmpFile, err = writeTemp(t.parent, t.leaf, out, st)
 	if err != nil {
-		return 0, fmt.Errorf("edit %s: %w", path, err)
+		return nil, 0, fmt.Errorf("edit %s: %w", path, err)
 	}
-	removeTmp := true
-	defer func() {
-		if removeTmp {
-			_ = unix.Unlinkat(t.parent, tmp, 0)
-		}
-	}()
+	r.removeTmp = true
+	ok = true
+	return r, 0, nil
+}
+
+// swap runs steps 3 to 6 of a prepared round whose temp file is flushed
+// and closed: lease, check, exchange, check the displaced inode; it hands
+// the displaced version to the keeper or swaps back. The directory fsync
+// is the caller's (r.swapped says whether one is needed).
+func (s *Spool) swap(r *round) (roundResult, error) {
+	t, f, path, tmp := r.t, r.f, r.path, r.tmp
 	// The lease: from here on, nobody can start writing into the version
 	// read without the kernel telling us (and waiting for us).
-	if !leaseFirst {
-		if lease = takeLease(f); lease == leaseBusy {
+	if !r.leaseFirst {
+		if r.lease = takeLease(f); r.lease == leaseBusy {
 			return roundBusy, nil
 		}
-		if lease == leaseGranted {
-			defer func() {
-				if !kept {
-					releaseLease(f)
-				}
-			}()
-		}
 	}
-	leased := lease == leaseGranted
+	leased := r.lease == leaseGranted
 	// Our version, leased too, so that we know whether it may be swapped
 	// back out if that is needed.
-	var ours *os.File
 	oursLeased := false
 	if fd, err := unix.Openat(t.parent, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-		ours = os.NewFile(uintptr(fd), tmp)
-		defer func() { _ = ours.Close() }()
-		oursLeased = leased && takeLease(ours) == leaseGranted
+		r.ours = os.NewFile(uintptr(fd), tmp)
+		oursLeased = leased && takeLease(r.ours) == leaseGranted
 	}
 	// Is the file still what we read, and is nobody starting to write it?
 	// A writer waiting for the lease goes first: this round gives way
 	// (busy, bounded by BusyWait) rather than displace what it will write.
-	if !stillVersion(t.parent, t.leaf, f, read, s.opts.MaxFileSize) {
+	if !stillVersion(t.parent, t.leaf, f, r.read, s.opts.MaxFileSize) {
 		s.stats.PreConflicts.Add(1)
 		return roundRetry, nil
 	}
@@ -244,27 +318,27 @@ func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResu
 		s.stats.PreConflicts.Add(1)
 		return roundBusy, nil
 	}
-	err = unix.Renameat2(t.parent, tmp, t.parent, t.leaf, unix.RENAME_EXCHANGE)
+	err := unix.Renameat2(t.parent, tmp, t.parent, t.leaf, unix.RENAME_EXCHANGE)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
 		if err := unix.Renameat(t.parent, tmp, t.parent, t.leaf); err != nil {
 			return 0, fmt.Errorf("edit %s: %w", path, err)
 		}
-		removeTmp = false
-		kept = true
-		s.keep(path, f, leased, data, userContent(out))
-		return roundDone, syncDir(t.parent)
+		r.swapped, r.removeTmp, r.kept = true, false, true
+		s.keep(path, f, leased, r.data, s.userPart(path, r.out))
+		return roundDone, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("edit %s: swap: %w", path, err)
 	}
+	r.swapped = true
 	// tmp now names the displaced file: was it still the version read,
 	// with nobody starting to write it?
 	var disp unix.Stat_t
-	ok := unix.Fstatat(t.parent, tmp, &disp, unix.AT_SYMLINK_NOFOLLOW) == nil && disp.Ino == read.Inode
+	ok := unix.Fstatat(t.parent, tmp, &disp, unix.AT_SYMLINK_NOFOLLOW) == nil && disp.Ino == r.read.Inode
 	if ok && leased {
 		ok = !leaseBroken(f)
 	} else if ok {
-		ok = stillVersion(t.parent, tmp, f, read, s.opts.MaxFileSize)
+		ok = stillVersion(t.parent, tmp, f, r.read, s.opts.MaxFileSize)
 	}
 	if ok {
 		// Done. The displaced inode is unlinked at once (no dotfile is
@@ -273,44 +347,43 @@ func (s *Spool) editOnce(path string, edit editFunc, leaseFirst bool) (roundResu
 		if err := unix.Unlinkat(t.parent, tmp, 0); err != nil {
 			return 0, fmt.Errorf("edit %s: remove displaced version: %w", path, err)
 		}
-		removeTmp = false
-		kept = true
-		s.keep(path, f, leased, data, userContent(out))
-		return roundDone, syncDir(t.parent)
+		r.removeTmp, r.kept = false, true
+		s.keep(path, f, leased, r.data, s.userPart(path, r.out))
+		return roundDone, nil
 	}
 	s.stats.PostConflicts.Add(1)
 	// Someone wrote (or is starting to write) the version we displaced:
 	// swap back, so that theirs is the manifest again (the same inode, so
 	// their open descriptor writes into the manifest), and start again.
 	if err := unix.Renameat2(t.parent, tmp, t.parent, t.leaf, unix.RENAME_EXCHANGE); err != nil {
-		removeTmp = false
+		r.removeTmp = false
 		return 0, fmt.Errorf("edit %s: swap back (the newer version is kept as %s): %w", path, keepAside(t.parent, t.leaf, tmp), err)
 	}
 	var back unix.Stat_t
-	if err := unix.Fstatat(t.parent, tmp, &back, unix.AT_SYMLINK_NOFOLLOW); err != nil || back.Ino != written {
+	if err := unix.Fstatat(t.parent, tmp, &back, unix.AT_SYMLINK_NOFOLLOW); err != nil || back.Ino != r.written {
 		// What came back is not our version: a third writer replaced the
 		// file meanwhile. Keep it rather than guess which one is newest.
-		removeTmp = false
+		r.removeTmp = false
 		return 0, fmt.Errorf("edit %s: %w: concurrent replacements, a version is kept as %s", path, ErrConflict, keepAside(t.parent, t.leaf, tmp))
 	}
-	if ours != nil {
+	if r.ours != nil {
 		// Did someone open our version for writing between the two swaps?
 		// The keeper then merges what they write into the manifest.
 		mode := keepMode(0)
 		switch {
-		case oursLeased && leaseBroken(ours):
-			releaseLease(ours)
+		case oursLeased && leaseBroken(r.ours):
+			releaseLease(r.ours)
 			mode = keepBroken
 		case !oursLeased:
 			mode = keepUnleased // compared at the end of the grace period
 		}
 		if mode != 0 {
-			if dup, err := dupCloexec(int(ours.Fd())); err == nil {
-				s.keepAs(path, os.NewFile(uintptr(dup), tmp), mode, out, userContent(data))
+			if dup, err := dupCloexec(int(r.ours.Fd())); err == nil {
+				s.keepAs(path, os.NewFile(uintptr(dup), tmp), mode, r.out, s.userPart(path, r.data))
 			}
 		}
 	}
-	return roundRetry, syncDir(t.parent)
+	return roundRetry, nil
 }
 
 // stillVersion reports whether name (in directory dirfd) still is the
@@ -329,23 +402,24 @@ func stillVersion(dirfd int, name string, f *os.File, want FileIdentity, max int
 var tmpPattern = regexp.MustCompile(`^\..+\.lardon3d-[0-9a-f]{12}\.tmp$`)
 
 // writeTemp writes data to a new dotfile in the directory dirfd with the
-// mode, owner and modification time of st, fsynced, and returns its name
-// and inode.
-func writeTemp(dirfd int, base string, data []byte, st *syscall.Stat_t) (string, uint64, error) {
+// mode, owner and modification time of st, and returns its name and the
+// file, still open and not yet flushed (the caller fsyncs it, alone or with
+// others, before it becomes the manifest).
+func writeTemp(dirfd int, base string, data []byte, st *syscall.Stat_t) (string, *os.File, error) {
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", 0, fmt.Errorf("temp name: %w", err)
+		return "", nil, fmt.Errorf("temp name: %w", err)
 	}
 	name := "." + base + ".lardon3d-" + hex.EncodeToString(rnd[:]) + ".tmp"
 	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return "", 0, fmt.Errorf("create temp: %w", err)
+		return "", nil, fmt.Errorf("create temp: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), name)
-	fail := func(err error) (string, uint64, error) {
+	fail := func(err error) (string, *os.File, error) {
 		_ = f.Close()
 		_ = unix.Unlinkat(dirfd, name, 0)
-		return "", 0, err
+		return "", nil, err
 	}
 	if _, err := f.Write(data); err != nil {
 		return fail(fmt.Errorf("write temp: %w", err))
@@ -363,18 +437,7 @@ func writeTemp(dirfd int, base string, data []byte, st *syscall.Stat_t) (string,
 	if err := f.Chmod(os.FileMode(st.Mode&0o7777).Perm() | setBits(st.Mode)); err != nil {
 		return fail(fmt.Errorf("keep mode %#o: %w", st.Mode&0o7777, err))
 	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("fsync temp: %w", err))
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return fail(fmt.Errorf("stat temp: %w", err))
-	}
-	if err := f.Close(); err != nil {
-		_ = unix.Unlinkat(dirfd, name, 0)
-		return "", 0, fmt.Errorf("close temp: %w", err)
-	}
-	return name, fi.Sys().(*syscall.Stat_t).Ino, nil
+	return name, f, nil
 }
 
 // setBits maps the setuid, setgid and sticky bits of a raw mode.

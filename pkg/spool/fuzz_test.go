@@ -86,6 +86,39 @@ func checkEdit(t *testing.T, src, out []byte, want *v1alpha1.TaskStatus) {
 	}
 }
 
+// checkLayout asserts what the layout cache of write-back relies on: the
+// status entry's range replaceStatus reports is the one statusRange finds
+// in its output, and a second write through the known layout gives the
+// bytes (and range) a full rewrite gives.
+func checkLayout(t *testing.T, src []byte, st *v1alpha1.TaskStatus) {
+	t.Helper()
+	e, err := replaceStatus(src, st)
+	if err != nil {
+		t.Fatalf("replaceStatus: %v", err)
+	}
+	start, end, err := statusRange(e.out)
+	if err != nil || start != e.start || end != e.end {
+		t.Fatalf("reported status range [%d,%d), statusRange says [%d,%d) (%v)\n%q", e.start, e.end, start, end, err, e.out)
+	}
+	if got := e.userPart(); !bytes.Equal(got, userContent(e.out)) {
+		t.Fatalf("user part %q, userContent %q", got, userContent(e.out))
+	}
+	next := *st
+	next.Phase += "Next"
+	next.Progress.ItemsDone++
+	fast, err := replaceStatusAt(e.out, e.layout(), &next)
+	if err != nil {
+		t.Fatalf("replaceStatusAt: %v", err)
+	}
+	slow, err := replaceStatus(e.out, &next)
+	if err != nil {
+		t.Fatalf("replaceStatus of its own output: %v", err)
+	}
+	if !bytes.Equal(fast.out, slow.out) || fast.start != slow.start || fast.end != slow.end {
+		t.Fatalf("known layout and full rewrite differ:\n%q [%d,%d)\n%q [%d,%d)", fast.out, fast.start, fast.end, slow.out, slow.start, slow.end)
+	}
+}
+
 // TestFuzzSeedsRewritable keeps the seeds meaningful: each one is
 // rewritten (not refused), and the properties hold for it.
 func TestFuzzSeedsRewritable(t *testing.T) {
@@ -96,6 +129,7 @@ func TestFuzzSeedsRewritable(t *testing.T) {
 			t.Fatalf("seed %d refused: %v", i, err)
 		}
 		checkEdit(t, []byte(s), out, st)
+		checkLayout(t, []byte(s), st)
 		if _, err := SetSpecPaused([]byte(s), true); err != nil && strings.Contains(s, "spec:\n ") {
 			t.Fatalf("seed %d: SetSpecPaused refused: %v", i, err)
 		}
@@ -119,6 +153,7 @@ func FuzzReplaceStatus(f *testing.F) {
 			return
 		}
 		checkEdit(t, src, out, st)
+		checkLayout(t, src, st)
 	})
 }
 

@@ -142,7 +142,7 @@ func (s *Spool) settleKept(k *kept) {
 	err = s.editAs(k.path, func(cur []byte) ([]byte, error) {
 		var cand []byte
 		switch {
-		case bytes.Equal(userContent(cur), k.liveUser):
+		case bytes.Equal(s.userPart(k.path, cur), k.liveUser):
 			cand = d // only status changed since: the user's version wins
 		case isAppend:
 			cand = append(bytes.Clone(cur), appended...)

@@ -2,11 +2,14 @@ package spool
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
@@ -223,39 +226,68 @@ func find(m *yamlv3.Node, name string) (int, error) {
 }
 
 // statusBlock renders "status:" and the indented status for this document.
-func (d *doc) statusBlock(status *v1alpha1.TaskStatus) ([]byte, []byte, error) {
-	y, err := yaml.Marshal(status)
-	if err != nil {
-		return nil, nil, fmt.Errorf("marshal status: %w", err)
-	}
-	pad := bytes.Repeat([]byte{' '}, d.indent)
-	var b bytes.Buffer
-	b.Grow(len(y) + len(y)/4 + 16)
-	b.Write(pad)
-	b.WriteString("status:")
-	if bytes.Count(y, []byte{'\n'}) <= 1 && len(y) > 0 && (y[0] == '{' || y[0] == '[') {
-		b.WriteByte(' ')
-		b.Write(bytes.TrimRight(y, "\n"))
-		b.WriteString(d.nl)
-		return b.Bytes(), y, nil
-	}
-	b.WriteString(d.nl)
-	for rest := y; len(rest) > 0; {
-		line := rest
-		if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-			line, rest = rest[:j], rest[j+1:]
-		} else {
-			rest = nil
-		}
-		if len(line) > 0 {
-			b.Write(pad)
-			b.WriteString("  ")
-			b.Write(line)
-		}
-		b.WriteString(d.nl)
-	}
-	return b.Bytes(), y, nil
+func (d *doc) statusBlock(status *v1alpha1.TaskStatus) []byte {
+	return appendStatusBlock(make([]byte, 0, 512), strings.Repeat(" ", d.indent), d.nl, status)
 }
+
+// checkBlock is the self-check of the emitter: block, read the way every
+// client reads a manifest (YAML to JSON), must be status's JSON form.
+func checkBlock(block []byte, status *v1alpha1.TaskStatus) error {
+	j, err := yaml.YAMLToJSON(block)
+	if err != nil {
+		return notRewritable("self-check: status block does not decode: %v", err)
+	}
+	var got struct {
+		Status json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(j, &got); err != nil {
+		return notRewritable("self-check: status block: %v", err)
+	}
+	want, err := json.Marshal(status)
+	if err != nil {
+		return fmt.Errorf("marshal status: %w", err)
+	}
+	a, err1 := decodeJSON(got.Status)
+	b, err2 := decodeJSON(want)
+	if err1 != nil || err2 != nil || !equalValues(a, b) {
+		return notRewritable("self-check: status block does not decode to the status")
+	}
+	return nil
+}
+
+// decodeJSON decodes data keeping numbers exact.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// edited is a status write-back: the new content, and where its status
+// entry is (as statusRange(out) reports it), for the layout cache.
+type edited struct {
+	out        []byte
+	start, end int
+	// pad is the top-level indentation, nl the line ending.
+	pad, nl string
+}
+
+// statusLayout is a version of a file whose status entry is known: the
+// result of an earlier edit, whose user part (every byte but the status
+// entry) passed the whole-file self-check.
+type statusLayout struct {
+	sum        [sha256.Size]byte
+	start, end int
+	pad, nl    string
+}
+
+func (e edited) layout() statusLayout {
+	return statusLayout{sum: sha256.Sum256(e.out), start: e.start, end: e.end, pad: e.pad, nl: e.nl}
+}
+
+// userPart returns e.out without its status entry.
+func (e edited) userPart() []byte { return splice(e.out, e.start, e.end, nil, nil) }
 
 // ReplaceStatus returns src with its top-level status block replaced by
 // status (or removed when status is nil), every other byte unchanged. An
@@ -269,25 +301,34 @@ func (d *doc) statusBlock(status *v1alpha1.TaskStatus) ([]byte, []byte, error) {
 // same top-level values and the new status (a self-check that guards
 // against anchors, odd layouts and bugs): such a file is never rewritten.
 func ReplaceStatus(src []byte, status *v1alpha1.TaskStatus) ([]byte, error) {
+	e, err := replaceStatus(src, status)
+	return e.out, err
+}
+
+// replaceStatus is ReplaceStatus, with where the new status entry is.
+func replaceStatus(src []byte, status *v1alpha1.TaskStatus) (edited, error) {
 	d, err := parseDoc(src)
 	if err != nil {
-		return nil, err
+		return edited{}, err
 	}
 	at, err := find(d.root, statusKey)
 	if err != nil {
-		return nil, err
+		return edited{}, err
 	}
-	var block, statusYAML []byte
+	pad := strings.Repeat(" ", d.indent)
+	var block []byte
 	if status != nil {
-		if block, statusYAML, err = d.statusBlock(status); err != nil {
-			return nil, err
+		block = d.statusBlock(status)
+		if err := checkBlock(block, status); err != nil {
+			return edited{}, err
 		}
 	}
-	var start, end int
+	var start int
 	var out []byte
 	if at >= 0 {
+		var end int
 		if start, end, err = d.entryRange(at); err != nil {
-			return nil, err
+			return edited{}, err
 		}
 		if end == len(src) && len(src) > 0 && src[len(src)-1] != '\n' {
 			block = bytes.TrimSuffix(block, []byte(d.nl))
@@ -295,7 +336,7 @@ func ReplaceStatus(src []byte, status *v1alpha1.TaskStatus) ([]byte, error) {
 		out = splice(src, start, end, nil, block)
 	} else {
 		if status == nil {
-			return src, nil
+			return edited{out: src, start: len(src), end: len(src), pad: pad, nl: d.nl}, nil
 		}
 		last := d.root.Content[len(d.root.Content)-2]
 		start = d.docEnd(last.Line)
@@ -304,22 +345,43 @@ func ReplaceStatus(src []byte, status *v1alpha1.TaskStatus) ([]byte, error) {
 			lead = []byte(d.nl)
 		}
 		out = splice(src, start, start, lead, block)
+		start += len(lead)
 	}
 	if err := verify(d.root, out, func(m map[string]any) error {
 		if status == nil {
 			delete(m, statusKey)
 			return nil
 		}
-		var want any
-		if err := yamlv3.Unmarshal(statusYAML, &want); err != nil {
+		var want map[string]any
+		if err := yamlv3.Unmarshal(block, &want); err != nil {
 			return fmt.Errorf("decode status: %w", err)
 		}
-		m[statusKey] = want
+		m[statusKey] = want[statusKey]
 		return nil
 	}); err != nil {
-		return nil, err
+		return edited{}, err
 	}
-	return out, nil
+	return edited{out: out, start: start, end: start + len(block), pad: pad, nl: d.nl}, nil
+}
+
+// replaceStatusAt is replaceStatus for a version of a file whose layout is
+// known (l.sum is the SHA-256 of src, checked by the caller): the status
+// entry is replaced at its known place without parsing the file again, and
+// only the new block is checked, since the bytes around it are the ones
+// that passed the whole-file check.
+func replaceStatusAt(src []byte, l statusLayout, status *v1alpha1.TaskStatus) (edited, error) {
+	if status == nil || l.start > l.end || l.end > len(src) {
+		return replaceStatus(src, status)
+	}
+	block := appendStatusBlock(make([]byte, 0, 512), l.pad, l.nl, status)
+	if err := checkBlock(block, status); err != nil {
+		return edited{}, err
+	}
+	if l.end == len(src) && len(src) > 0 && src[len(src)-1] != '\n' {
+		block = bytes.TrimSuffix(block, []byte(l.nl))
+	}
+	out := splice(src, l.start, l.end, nil, block)
+	return edited{out: out, start: l.start, end: l.start + len(block), pad: l.pad, nl: l.nl}, nil
 }
 
 // SetSpecPaused returns src with spec.paused set to paused, every other

@@ -166,6 +166,13 @@ type Spool struct {
 	lastEdit map[string]editFunc
 	running  bool
 
+	// lmu guards layouts (the status layouts of the versions of each
+	// manifest that write-backs produced, see statusEdit) and ours (what
+	// the last group write-back of each left, see stillOurs). Taken alone.
+	lmu     sync.Mutex
+	layouts map[string][]statusLayout
+	ours    map[string]ours
+
 	// kmu guards kept, keeperOn and closing: the displaced inodes under
 	// watch, and whether Close began (no keeper starts after it).
 	kmu      sync.Mutex
@@ -240,6 +247,8 @@ func Open(dir string, opts Options) (*Spool, error) {
 		locks:    map[string]*pathLock{},
 		deferred: map[string]*editFunc{},
 		lastEdit: map[string]editFunc{},
+		layouts:  map[string][]statusLayout{},
+		ours:     map[string]ours{},
 		runDone:  make(chan struct{}),
 	}, nil
 }
@@ -277,13 +286,17 @@ func (s *Spool) Events() <-chan Event { return s.events }
 // the spool once the file is closed or back; a later WriteStatus of the
 // same path replaces it, a Deleted or Renamed event drops it.
 func (s *Spool) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
-	err := s.edit(path, func(b []byte) ([]byte, error) { return ReplaceStatus(b, status) })
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("edit %s: %w", path, err)
+	}
+	err = s.edit(abs, s.statusEdit(abs, status))
 	if errors.Is(err, ErrBusy) || errors.Is(err, ErrConflict) || errors.Is(err, fs.ErrNotExist) {
 		// The deferred write runs later, on the spool's goroutine: it gets
 		// its own copy, never the caller's status, which the caller goes on
 		// changing.
 		own, cerr := cloneStatus(status)
-		if cerr == nil && s.deferEdit(path, func(b []byte) ([]byte, error) { return ReplaceStatus(b, own) }) {
+		if cerr == nil && s.deferEdit(abs, s.statusEdit(abs, own)) {
 			return fmt.Errorf("%w: %w", ErrDeferred, err)
 		}
 	}
@@ -390,6 +403,7 @@ func (s *Spool) dropDeferred(path string) {
 	delete(s.deferred, path)
 	delete(s.lastEdit, path)
 	s.mu.Unlock()
+	s.dropLayouts(path)
 }
 
 // retryDeferred makes path's deferred write-back, if it is still due. The

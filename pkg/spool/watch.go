@@ -75,6 +75,10 @@ const (
 type watcher struct {
 	s     *Spool
 	files map[string]*fileState
+	// timed holds the names of the files that may have a deadline (in
+	// their deletion grace, or pending): a superset, pruned by arm, so
+	// that the timer and the rename search never walk the whole spool.
+	timed map[string]struct{}
 	timer clock.Timer
 	armed time.Time
 }
@@ -112,7 +116,7 @@ func (s *Spool) Run(ctx context.Context) error {
 		s.running = false
 		s.mu.Unlock()
 	}()
-	w := &watcher{s: s, files: map[string]*fileState{}}
+	w := &watcher{s: s, files: map[string]*fileState{}, timed: map[string]struct{}{}}
 	if !w.relist(ctx) || !w.emit(ctx, Event{Type: Synced}) {
 		return nil
 	}
@@ -231,11 +235,22 @@ func (w *watcher) deadline(f *fileState) time.Time {
 	return time.Time{}
 }
 
-// arm sets the timer to the earliest deadline.
+// arm sets the timer to the earliest deadline, and forgets the timed
+// names that have none any more.
 func (w *watcher) arm() {
 	var next time.Time
-	for _, f := range w.files {
-		if d := w.deadline(f); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+	for base := range w.timed {
+		f := w.files[base]
+		if f == nil {
+			delete(w.timed, base)
+			continue
+		}
+		d := w.deadline(f)
+		if d.IsZero() {
+			delete(w.timed, base)
+			continue
+		}
+		if next.IsZero() || d.Before(next) {
 			next = d
 		}
 	}
@@ -263,11 +278,17 @@ func (w *watcher) arm() {
 // settle handles the files whose deadline passed.
 func (w *watcher) settle(ctx context.Context) bool {
 	now := w.s.opts.Clock.Now()
-	for base, f := range w.files {
-		if d := w.deadline(f); !d.IsZero() && !d.After(now) {
-			if !w.sync(ctx, base, causeTimer) {
-				return false
+	var due []string
+	for base := range w.timed {
+		if f := w.files[base]; f != nil {
+			if d := w.deadline(f); !d.IsZero() && !d.After(now) {
+				due = append(due, base)
 			}
+		}
+	}
+	for _, base := range due {
+		if !w.sync(ctx, base, causeTimer) {
+			return false
 		}
 	}
 	return true
@@ -313,6 +334,7 @@ func (w *watcher) vanish(ctx context.Context, base string, cause syncCause) bool
 	if f.vanishedAt.IsZero() {
 		f.vanishedAt = w.s.opts.Clock.Now()
 		f.pending, f.writing = false, false
+		w.timed[base] = struct{}{}
 	}
 	return true
 }
@@ -394,6 +416,7 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 		mtime := time.Unix(t.st.Mtim.Unix())
 		if age := time.Since(mtime); cause != causeClosed && age < w.s.opts.Settle {
 			f.pending, f.quiet, f.deadline = true, true, now.Add(w.s.opts.Settle-age)
+			w.timed[base] = struct{}{}
 			return true
 		}
 	}
@@ -420,7 +443,7 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 	// a.yaml b.yaml, b.yaml a duplicate of a's task).
 	movedHere := f.added && f.id.Inode != id.Inode && w.renamedFrom(base, f.name) != ""
 	f.id = id
-	key := sha256.Sum256(userContent(data))
+	key := sha256.Sum256(w.s.userPart(path, data))
 	if f.last != 0 && f.last != Refused && key == f.userKey && !movedHere {
 		// Nothing the user owns changed (e.g. our own status write-back).
 		f.pending = false
@@ -438,6 +461,7 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 		case !f.pending || f.pendingHash != id.Hash:
 			// New broken version: wait until it has been quiet for Settle.
 			f.pending, f.pendingHash, f.deadline = true, id.Hash, now.Add(w.s.opts.Settle)
+			w.timed[base] = struct{}{}
 			return true
 		case cause != causeTimer:
 			return true
@@ -477,8 +501,8 @@ func (w *watcher) renamedFrom(base, name string) string {
 	if name == "" {
 		return ""
 	}
-	for b, f := range w.files {
-		if b != base && f.added && !f.vanishedAt.IsZero() && f.name == name {
+	for b := range w.timed { // every vanished file is timed
+		if f := w.files[b]; f != nil && b != base && f.added && !f.vanishedAt.IsZero() && f.name == name {
 			return b
 		}
 	}

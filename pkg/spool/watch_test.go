@@ -386,7 +386,7 @@ func TestRelistStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp.Close()
-	w := &watcher{s: sp, files: map[string]*fileState{}}
+	w := &watcher{s: sp, files: map[string]*fileState{}, timed: map[string]struct{}{}}
 	ctx := context.Background()
 	step := func() []Event {
 		if !w.relist(ctx) {

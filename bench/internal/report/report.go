@@ -20,6 +20,8 @@ const (
 	CaseReaction   = "reaction"
 	CaseThroughput = "throughput"
 	CaseIdle       = "idle"
+	CaseFlood      = "flood"
+	CaseCrash      = "crash"
 	CasePackingA   = "packing-A"
 	CasePackingB   = "packing-B"
 )

@@ -64,6 +64,8 @@ func Build(recs []Record) []Row {
 	rows = append(rows, reactionRows(by[CaseReaction])...)
 	rows = append(rows, throughputRows(by[CaseThroughput])...)
 	rows = append(rows, idleRows(by[CaseIdle])...)
+	rows = append(rows, floodRows(by[CaseFlood])...)
+	rows = append(rows, crashRows(by[CaseCrash])...)
 	rows = append(rows, packingRows(CasePackingA, by[CasePackingA])...)
 	rows = append(rows, packingRows(CasePackingB, by[CasePackingB])...)
 	return rows
@@ -188,6 +190,49 @@ func idleRows(recs []Record) []Row {
 				fmt.Sprintf("%.3f%% of a core", cpu), "< 1% of a core", verdict(p1)},
 			Row{CaseIdle, r.Subject + ", resident memory",
 				fmt.Sprintf("%.1f MB (peak %.1f MB)", rss, r.F["hwm_mb"]), "< 150 MB", verdict(p2)})
+	}
+	return rows
+}
+
+// floodRows: many trivial tasks dropped into a running controller's spool
+// at once; its resident memory and get's latency sampled throughout.
+func floodRows(recs []Record) []Row {
+	var rows []Row
+	for _, r := range recs {
+		if r.Note != "" && r.F["n"] == 0 {
+			rows = append(rows, Row{CaseFlood, r.Subject, "n/a (" + r.Note + ")", "RSS < 150 MB, get < 200 ms", Missed + ": not measured"})
+			continue
+		}
+		var p1, p2 []string
+		if m := r.F["rss_peak_mb"]; m >= 150 {
+			p1 = append(p1, fmt.Sprintf("%.0f MB is %.0f MB over", m, m-150))
+		}
+		if r.F["failed"] > 0 || r.Note != "" {
+			p1 = append(p1, fmt.Sprintf("%.0f tasks not Done %s", r.F["failed"], r.Note))
+		}
+		if g := r.F["get_max_ms"]; g >= 200 || r.F["get_n"] == 0 {
+			p2 = append(p2, fmt.Sprintf("slowest get %.0f ms", g))
+		}
+		rows = append(rows,
+			Row{CaseFlood, fmt.Sprintf("%s, %.0f tasks dropped at once, resident memory", r.Subject, r.F["n"]),
+				fmt.Sprintf("peak %.1f MB; all Done in %.1f s", r.F["rss_peak_mb"], r.F["wall_s"]), "< 150 MB", verdict(p1)},
+			Row{CaseFlood, r.Subject + ", `get` during the run",
+				fmt.Sprintf("p50 %.0f ms, max %.0f ms (n=%.0f)", r.F["get_p50_ms"], r.F["get_max_ms"], r.F["get_n"]), "< 200 ms throughout", verdict(p2)})
+	}
+	return rows
+}
+
+// crashRows: kill -9 at random moments during a run of trivial tasks.
+func crashRows(recs []Record) []Row {
+	var rows []Row
+	for _, r := range recs {
+		var probs []string
+		if r.F["passed"] != 1 {
+			probs = append(probs, "failed: "+r.Note)
+		}
+		rows = append(rows, Row{CaseCrash, fmt.Sprintf("%s, %.0f kill -9 during %.0f tasks", r.Subject, r.F["kills"], r.F["tasks"]),
+			fmt.Sprintf("passed %.0f of 1 (%.1f s)", r.F["passed"], r.F["wall_s"]),
+			"all Done, no file corrupt, no committed progress lost", verdict(probs)})
 	}
 	return rows
 }
