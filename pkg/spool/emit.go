@@ -166,6 +166,7 @@ func (e *emitter) status(st *v1alpha1.TaskStatus) {
 		e.int("start", b.Start)
 		e.timeOmit("startTime", b.StartTime)
 		e.intOmit("threads", int64(b.Threads))
+		e.quantityOmit("workingSet", b.WorkingSet)
 		e.close()
 	}
 	e.strOmit("logFile", st.LogFile)
