@@ -44,6 +44,13 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 			return &exitError{code: 2, err: err}
 		}
 		defer gov.Close()
+		warns := bc.warnings()
+		if w := bc.capWarning(gov); w != "" {
+			warns = append(warns, w)
+		}
+		for _, w := range warns {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+		}
 		// No controller runs: what the files say is reserved is stale.
 		var held []string
 		if files, err := readSpool(g.spool); err == nil {

@@ -9,13 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/metrics"
 	"github.com/lardon3d/lardon3d-controller/pkg/probe"
@@ -78,8 +79,8 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 			if err != nil {
 				return bc, fmt.Errorf("--config: %w", err)
 			}
-			if err := yaml.UnmarshalStrict(data, &bc); err != nil {
-				return bc, fmt.Errorf("--config %s: %w", configFile, err)
+			if err := v1alpha1.DecodeStrict(data, &bc); err != nil {
+				return bc, configError(configFile, err)
 			}
 		}
 		qty := func(flag, v string, into **resource.Quantity) error {
@@ -88,7 +89,7 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 			}
 			q, err := resource.ParseQuantity(v)
 			if err != nil {
-				return fmt.Errorf("--%s %q: %w", flag, v, err)
+				return fmt.Errorf("--%s %q: %s", flag, v, v1alpha1.QuantityError(v))
 			}
 			*into = &q
 			return nil
@@ -122,6 +123,58 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		}
 		return bc, nil
 	}
+}
+
+// configError shows the problems of a --config file one per line, each as
+// FILE:LINE: problem, as compilers do.
+func configError(file string, err error) error {
+	var list v1alpha1.ErrorList
+	if !errors.As(err, &list) {
+		return fmt.Errorf("--config %s: %w", file, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "--config %s: %d problem(s)", file, len(list))
+	for _, e := range list {
+		b.WriteString("\n  ")
+		b.WriteString(file)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+		b.WriteString(e.Error())
+	}
+	return errors.New(b.String())
+}
+
+// warnings lists the settings that are legal but likely mistakes: a memory
+// amount without its unit.
+func (bc budgetConfig) warnings() []string {
+	var out []string
+	for _, q := range []struct {
+		name string
+		q    *resource.Quantity
+	}{{"memoryCapacity", bc.MemoryCapacity}, {"memoryReserved", bc.MemoryReserved}} {
+		if q.q != nil {
+			if w := v1alpha1.SmallMemoryWarning(*q.q); w != "" {
+				out = append(out, q.name+" "+q.q.String()+" "+w)
+			}
+		}
+	}
+	return out
+}
+
+// capWarning says that the requested memory capacity exceeds what the
+// machine (or its cgroup) has, and what the budget was capped to; "" when
+// it does not.
+func (bc budgetConfig) capWarning(gov *governor.Governor) string {
+	if bc.MemoryCapacity == nil || bc.MemoryCapacity.Value() <= 0 {
+		return ""
+	}
+	want, got := bc.MemoryCapacity.Value(), gov.Budgets().Memory.Capacity
+	if got >= want {
+		return ""
+	}
+	return fmt.Sprintf("memoryCapacity %s is more than this machine has: the memory budget is capped to %s (its RAM or cgroup limit)", bc.MemoryCapacity.String(), humanBytes(got))
 }
 
 // governorConfig converts the budget configuration.
@@ -222,6 +275,12 @@ func newRunCommand(g *globals) *cobra.Command {
 			return &exitError{code: 2, err: err}
 		}
 		defer gov.Close()
+		for _, w := range bc.warnings() {
+			log.Warn().Msg(w)
+		}
+		if w := bc.capWarning(gov); w != "" {
+			log.Warn().Msg(w)
+		}
 		sp, err := spool.Open(g.spool, spool.Options{AllowShared: allowShared, Logger: log, DeleteGrace: deleteGrace})
 		if err != nil {
 			return &exitError{code: 2, err: err}

@@ -425,6 +425,9 @@ func (c *Controller) handleFile(ev spool.Event) {
 		c.rejectDuplicate(ev, owner)
 		return
 	}
+	if e == nil || e.fileHash != v1alpha1.SpecHash(ev.Task.Spec) {
+		c.logWarnings(name, ev.Path, ev.Task)
+	}
 	if e == nil {
 		e = &entry{path: ev.Path, name: name, status: ev.Task.Status}
 		c.entries[ev.Path] = e

@@ -96,7 +96,7 @@ type Items struct {
 	Count *int64 `json:"count,omitempty" validate:"omitnil,min=1,max=10000000"`
 	// Files lists item paths, relative to workingDir or absolute.
 	Files []string `json:"files,omitempty" validate:"dive,required"`
-	// Glob is a pattern relative to workingDir, resolved once and sorted.
+	// Glob is a pattern relative to workingDir, resolved once and sorted; ** matches any depth, {jpg,JPG} alternatives.
 	Glob string `json:"glob,omitempty" validate:"omitempty,globpattern"`
 }
 
