@@ -229,15 +229,21 @@ func newRunCommand(g *globals) *cobra.Command {
 		stateDir     string
 		killGrace    time.Duration
 		deleteGrace  time.Duration
+		waitForTasks int
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the controller on a spool directory",
-		Args:  cobra.NoArgs,
+		Long: `Run the controller on a spool directory until interrupted or, with
+--exit-when-done, until every task is settled.
+
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
 	}
 	loadBudgets := budgetFlags(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled: 0 if all are Done, 1 otherwise")
+	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled (terminal, paused before admission, or held by dependencies that are): 0 if all are Done, 1 otherwise")
+	f.IntVar(&waitForTasks, "wait-for-tasks", 0, "with --exit-when-done, never exit before this many manifests were seen (start the controller, then drop files)")
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
@@ -252,6 +258,9 @@ func newRunCommand(g *globals) *cobra.Command {
 		bc, err := loadBudgets()
 		if err != nil {
 			return &exitError{code: 2, err: err}
+		}
+		if waitForTasks < 0 {
+			return &exitError{code: 2, err: fmt.Errorf("--wait-for-tasks: must be >= 0, got %d", waitForTasks)}
 		}
 		if deleteGrace <= 0 {
 			return &exitError{code: 2, err: fmt.Errorf("--delete-grace: must be > 0, got %s", deleteGrace)}
@@ -309,21 +318,45 @@ func newRunCommand(g *globals) *cobra.Command {
 			SpoolDir:     g.spool,
 			StateDir:     stateDir,
 			ExitWhenDone: exitWhenDone,
+			WaitForTasks: waitForTasks,
 			KillGrace:    killGrace,
 			Queue:        qcfg,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Metrics: m, Logger: log})
 
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		var got os.Signal
+		go func() {
+			select {
+			case got = <-sigs:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		out, err := ctrl.Run(ctx)
+		cancel()
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
 		if exitWhenDone {
 			printTable(cmd.OutOrStdout(), out.Tasks, time.Now())
-			if !out.AllDone {
-				return &exitError{code: 1}
+		}
+		if exitWhenDone && ctx.Err() != nil && got != nil {
+			// A script waited for the tasks to settle and they did not: not
+			// a success, and not a task's failure either. Without
+			// --exit-when-done a signal is how the controller is stopped.
+			// Read after cancel: the goroutine wrote got before cancelling.
+			code := exitInterrupted
+			if got == syscall.SIGTERM {
+				code = exitTerminated
 			}
+			return &exitError{code: code, err: fmt.Errorf("stopped by %s; every batch was stopped and every status written, a new run continues", got)}
+		}
+		if exitWhenDone && !out.AllDone {
+			return &exitError{code: exitNotDone}
 		}
 		return nil
 	}
