@@ -107,7 +107,9 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newBudgetsCommand(g),
 		newLogsCommand(g),
 		newDeleteCommand(g),
+		newRetryCommand(g),
 	)
+	addCompletion(root, g)
 	return root
 }
 

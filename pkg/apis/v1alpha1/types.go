@@ -80,6 +80,8 @@ type TaskSpec struct {
 	BatchTimeout *metav1.Duration `json:"batchTimeout,omitempty"`
 	// Paused stops the task's processes (SIGSTOP) while keeping its reservation.
 	Paused bool `json:"paused,omitempty"`
+	// RetryToken, when changed, starts a new generation with the same spec: `retry NAME` writes a new one to run a Failed task again, from its committed progress.
+	RetryToken string `json:"retryToken,omitempty"`
 }
 
 // EnvVar is one environment variable for the command.
