@@ -15,7 +15,7 @@ func TestCompletionOffersTaskNamesAndOutputFormats(t *testing.T) {
 		want string
 	}{
 		{[]string{"describe", "f"}, "features\tnew\nfetch\tnew\n:4\n"},
-		{[]string{"describe", "mesh", ""}, ":4\n"},                        // one name only
+		{[]string{"describe", "mesh", ""}, ":4\n"},                          // one name only
 		{[]string{"delete", "mesh", ""}, "features\tnew\nfetch\tnew\n:4\n"}, // not twice
 		{[]string{"retry", "task/features", "fe"}, "fetch\tnew\n:4\n"},
 		{[]string{"get", "-o", ""}, "wide\nname\njson\nyaml\n:4\n"},
