@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -58,8 +59,12 @@ func newGetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			show := func() (string, error) { return showTasks(g.spool, args, sel, o) }
-			out, err := show()
+			list := func() ([]manifestFile, error) { return listTasks(g.spool, args, sel, o) }
+			files, err := list()
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			out, err := showFiles(files, o, len(args) == 1, time.Now())
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -67,7 +72,7 @@ func newGetCommand(g *globals) *cobra.Command {
 			if !o.watch {
 				return nil
 			}
-			return followSpool(cmd, g.spool, out, show)
+			return followSpool(cmd, g.spool, files, list, o)
 		},
 	}
 	f := cmd.Flags()
@@ -79,25 +84,30 @@ func newGetCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// showTasks renders the spool's tasks (or the one named in args) the way
-// o asks, escaped for a terminal.
-func showTasks(dir string, args []string, sel labels.Selector, o *getOptions) (string, error) {
+// listTasks lists the spool's tasks (or the one named in args) that o
+// selects, in o's order.
+func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
 	files, err := readSpool(dir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if len(args) == 1 {
 		name := taskArg(args[0])
 		one := selectName(files, name)
 		if len(one) == 0 {
-			return "", unknownTaskError(dir, name, files)
+			return nil, unknownTaskError(dir, name, files)
 		}
 		files = one
 	}
 	files = selectLabels(files, sel)
 	sortFiles(files, o.sortBy)
+	return files, nil
+}
+
+// showFiles renders files the way o asks, escaped for a terminal.
+func showFiles(files []manifestFile, o *getOptions, single bool, now time.Time) (string, error) {
 	var b strings.Builder
-	if err := render(&b, files, o.output, o.noHeaders, len(args) == 1, time.Now()); err != nil {
+	if err := render(&b, files, o.output, o.noHeaders, single, now); err != nil {
 		return "", err
 	}
 	if o.output == "json" {
@@ -171,9 +181,11 @@ func startLess(a, b manifestFile) bool {
 	return ta != nil && ta.Before(*tb)
 }
 
-// followSpool reprints the view whenever the spool changes, until the
-// command's context ends.
-func followSpool(cmd *cobra.Command, dir, last string, show func() (string, error)) error {
+// followSpool prints, whenever the spool changes, only what changed, as
+// kubectl get -w does: the row (or name, or object) of each task whose
+// status or spec changed, a row with phase Deleted for a task gone, and
+// nothing for time passing. It runs until the command's context ends.
+func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func() ([]manifestFile, error), o *getOptions) error {
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -184,6 +196,7 @@ func followSpool(cmd *cobra.Command, dir, last string, show func() (string, erro
 	}
 	tick := time.NewTicker(2 * time.Second) // fsnotify may drop events
 	defer tick.Stop()
+	seen := watchKeys(last)
 	for {
 		select {
 		case <-cmd.Context().Done():
@@ -195,13 +208,88 @@ func followSpool(cmd *cobra.Command, dir, last string, show func() (string, erro
 		case <-watcher.Errors:
 		case <-tick.C:
 		}
-		out, err := show()
-		if err != nil || out == last {
+		files, err := list()
+		if err != nil {
 			continue
 		}
-		last = out
-		fmt.Fprint(cmd.OutOrStdout(), "\n"+out)
+		keys := watchKeys(files)
+		var changed []manifestFile
+		for _, f := range files {
+			if k := keys[f.name()]; seen[f.name()] != k {
+				changed = append(changed, f)
+			}
+		}
+		for name := range seen {
+			if _, ok := keys[name]; !ok {
+				changed = append(changed, deletedFile(name))
+			}
+		}
+		seen = keys
+		if len(changed) == 0 {
+			continue
+		}
+		out, err := changedRows(files, changed, o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(cmd.OutOrStdout(), out)
 	}
+}
+
+// changedRows renders the changed tasks. A table's rows are cut from the
+// table of every task, so that they line up with the columns printed
+// before.
+func changedRows(files, changed []manifestFile, o *getOptions) (string, error) {
+	now := time.Now()
+	if o.output != "" && o.output != "wide" {
+		return showFiles(changed, o, true, now)
+	}
+	all := append(slices.Clone(files), changed...) // deleted ones included; a changed one twice is harmless
+	wo := *o
+	wo.noHeaders = true
+	table, err := showFiles(all, &wo, false, now)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.SplitAfter(table, "\n")
+	want := map[string]bool{}
+	for _, f := range changed {
+		want[f.name()] = true
+	}
+	var b strings.Builder
+	for i, f := range all {
+		if i < len(lines) && want[f.name()] {
+			b.WriteString(lines[i])
+			delete(want, f.name())
+		}
+	}
+	return b.String(), nil
+}
+
+// watchKeys maps each task name to what get -w compares: the task as JSON
+// (spec and status), or the file's error; never the time.
+func watchKeys(files []manifestFile) map[string]string {
+	out := make(map[string]string, len(files))
+	for _, f := range files {
+		k := ""
+		if f.task != nil {
+			data, _ := json.Marshal(f.task)
+			k = string(data)
+		}
+		if f.err != nil {
+			k += "\x00" + f.err.Error()
+		}
+		out[f.name()] = k
+	}
+	return out
+}
+
+// deletedFile stands for a task whose manifest is gone, shown once by get -w.
+func deletedFile(name string) manifestFile {
+	return manifestFile{path: name + ".yaml", task: &v1alpha1.Task{
+		Metadata: v1alpha1.ObjectMeta{Name: name},
+		Status:   v1alpha1.TaskStatus{Phase: "Deleted"},
+	}}
 }
 
 func selectName(files []manifestFile, name string) []manifestFile {

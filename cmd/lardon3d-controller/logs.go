@@ -24,15 +24,19 @@ const followPoll = 200 * time.Millisecond
 type logsOptions struct {
 	tail   int
 	follow bool
+	batch  int
 }
 
 func newLogsCommand(g *globals) *cobra.Command {
 	o := &logsOptions{}
 	cmd := &cobra.Command{
-		Use:   "logs NAME",
+		Use:   "logs NAME [--batch N] [--tail N] [-f]",
 		Short: "Print a task's log (status.logFile); -f follows it until the task is Done, Failed or Rejected",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.batch >= 0 && o.follow {
+				return &exitError{code: 2, err: fmt.Errorf("--batch and -f: choose one")}
+			}
 			w := logWriter(cmd.OutOrStdout())
 			if err := runLogs(cmd, g.spool, args[0], o, w); err != nil {
 				return &exitError{code: 1, err: err}
@@ -42,6 +46,7 @@ func newLogsCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.tail, "tail", -1, "print only the last N lines (-1: all)")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "follow the log until the task is terminal")
+	cmd.Flags().IntVar(&o.batch, "batch", -1, "print only batch N's part of the log: its attempts since its last first attempt (describe lists the batches)")
 	return cmd
 }
 
@@ -79,6 +84,12 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 		data, err := readLog(f.task.Status.LogFile)
 		if err != nil {
 			return err
+		}
+		if o.batch >= 0 {
+			var ok bool
+			if data, ok = batchSection(data, o.batch); !ok {
+				return fmt.Errorf("task %s: no batch %d in its log %s", f.name(), o.batch, f.task.Status.LogFile)
+			}
 		}
 		_, err = w.Write(tailLines(data, o.tail))
 		return err
