@@ -135,13 +135,17 @@ type budgetsDoc struct {
 		Threshold *float64 `json:"threshold"` // null: the gate is off
 		Deferring bool     `json:"deferring"`
 	} `json:"load"`
+	// CPUGate is the signal that defers admissions for the CPU:
+	// "pressure" (PSI), "load" (the load average) or "off".
+	CPUGate  string `json:"cpuGate"`
 	Pressure struct {
-		Available   bool        `json:"available"`
-		CPU         pressureDoc `json:"cpu"`
-		IO          pressureDoc `json:"io"`
-		Memory      pressureDoc `json:"memory"`
-		IOThreshold *float64    `json:"ioThreshold"` // null: the gate is off
-		IODeferring bool        `json:"ioDeferring"`
+		Available    bool        `json:"available"`
+		CPU          pressureDoc `json:"cpu"`
+		IO           pressureDoc `json:"io"`
+		Memory       pressureDoc `json:"memory"`
+		CPUThreshold *float64    `json:"cpuThreshold"` // null: not the CPU gate's signal
+		IOThreshold  *float64    `json:"ioThreshold"`  // null: the gate is off
+		IODeferring  bool        `json:"ioDeferring"`
 	} `json:"pressure"`
 	SwapTotalBytes int64 `json:"swapTotalBytes"`
 	SwapFreeBytes  int64 `json:"swapFreeBytes"`
@@ -190,6 +194,16 @@ func newBudgetsDoc(v governor.BudgetsView, source string, stale []string) budget
 	}
 	d.Load.Avg1, d.Load.Avg5, d.Load.Avg15 = v.Load1, v.Load5, v.Load15
 	d.Load.Threshold, d.Load.Deferring = positive(v.LoadThreshold), v.LoadDeferred
+	switch {
+	case v.LoadThreshold <= 0:
+		d.CPUGate = "off"
+	case v.CPUByPSI:
+		d.CPUGate = "pressure"
+		d.Pressure.CPUThreshold = positive(v.CPUPressureThreshold)
+		d.Load.Threshold = nil
+	default:
+		d.CPUGate = "load"
+	}
 	d.Pressure.Available = v.PSI.Available
 	d.Pressure.CPU, d.Pressure.IO, d.Pressure.Memory = pressure(v.PSI.CPU), pressure(v.PSI.IO), pressure(v.PSI.Memory)
 	d.Pressure.IOThreshold, d.Pressure.IODeferring = positive(v.IOPressureThreshold), v.IODeferred
@@ -245,10 +259,15 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 	}
 	fmt.Fprintf(w, "\nReservations: %d active\n", v.Reservations)
 	fmt.Fprintf(w, "Memory available (kernel): %s\n", humanBytes(v.MemAvailable))
-	if v.LoadThreshold > 0 {
-		fmt.Fprintf(w, "Load: %.2f %.2f %.2f (threshold %.2f, deferring: %v)\n", v.Load1, v.Load5, v.Load15, v.LoadThreshold, v.LoadDeferred)
-	} else {
-		fmt.Fprintf(w, "Load: %.2f %.2f %.2f (load gate off)\n", v.Load1, v.Load5, v.Load15)
+	switch {
+	case v.LoadThreshold <= 0:
+		fmt.Fprintf(w, "CPU gate: off (--load-threshold negative); load %.2f %.2f %.2f\n", v.Load1, v.Load5, v.Load15)
+	case v.CPUByPSI:
+		fmt.Fprintf(w, "CPU gate: CPU pressure (PSI cpu some avg10) %.0f%%, threshold %.0f%%, deferring: %v; load %.2f %.2f %.2f (not used)\n",
+			v.PSI.CPU.SomeAvg10, v.CPUPressureThreshold, v.LoadDeferred, v.Load1, v.Load5, v.Load15)
+	default:
+		fmt.Fprintf(w, "CPU gate: 1-minute load average, less the threads of running batches; load %.2f %.2f %.2f, threshold %.2f, deferring: %v\n",
+			v.Load1, v.Load5, v.Load15, v.LoadThreshold, v.LoadDeferred)
 	}
 	if v.PSI.Available {
 		fmt.Fprintf(w, "PSI some avg10: cpu %.1f%%, io %.1f%% (threshold %.1f%%, deferring: %v), memory %.1f%%\n",

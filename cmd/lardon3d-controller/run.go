@@ -44,8 +44,12 @@ type budgetConfig struct {
 	// ScratchDirs are directories usable for scratch leases.
 	ScratchDirs []string `json:"scratchDirs,omitempty"`
 	// LoadThreshold is the 1-minute load per usable CPU above which new
-	// admissions wait (negative: never).
+	// admissions wait where the kernel has no PSI (negative: never, CPU
+	// pressure included).
 	LoadThreshold *float64 `json:"loadThreshold,omitempty"`
+	// CPUPressureThreshold is the PSI cpu some avg10 percentage above which
+	// new admissions wait (negative: use the load average).
+	CPUPressureThreshold *float64 `json:"cpuPressureThreshold,omitempty"`
 	// IOPressureThreshold is the PSI io some avg10 percentage above which
 	// admissions holding IO slots wait (negative: never).
 	IOPressureThreshold *float64 `json:"ioPressureThreshold,omitempty"`
@@ -59,7 +63,7 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		memCap, memRes                    string
 		cpusRes, ioSlots, gpuSlots, maxPa int
 		scratch                           []string
-		loadThr, ioThr                    float64
+		loadThr, ioThr, cpuThr            float64
 	)
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "YAML file with budget settings (flags override it)")
@@ -70,7 +74,8 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 	f.IntVar(&gpuSlots, "gpu-slots", 0, "GPU slots (default: one per GPU)")
 	f.IntVar(&maxPa, "max-parallel", 0, "most tasks running at once (0: as many as the governor admits)")
 	f.StringSliceVar(&scratch, "scratch-dir", nil, "directory usable for scratch leases (repeatable)")
-	f.Float64Var(&loadThr, "load-threshold", 0, "1-minute load per usable CPU above which new admissions wait (0: the governor's 1.5; negative: never)")
+	f.Float64Var(&loadThr, "load-threshold", 0, "without PSI: 1-minute load per usable CPU above which new admissions wait (0: the governor's 1.5; negative: never wait for the CPU, PSI included)")
+	f.Float64Var(&cpuThr, "cpu-pressure-threshold", 0, "PSI cpu some avg10 % above which new admissions wait, where the kernel has PSI (0: the governor's 60; negative: use the load average)")
 	f.Float64Var(&ioThr, "io-pressure-threshold", 0, "PSI io some avg10 % above which IO-heavy admissions wait (0: the governor's 40; negative: never)")
 	return func() (budgetConfig, error) {
 		var bc budgetConfig
@@ -120,6 +125,9 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		}
 		if f.Changed("io-pressure-threshold") {
 			bc.IOPressureThreshold = &ioThr
+		}
+		if f.Changed("cpu-pressure-threshold") {
+			bc.CPUPressureThreshold = &cpuThr
 		}
 		return bc, nil
 	}
@@ -200,6 +208,9 @@ func (bc budgetConfig) governorConfig() governor.Config {
 	}
 	if bc.IOPressureThreshold != nil {
 		cfg.IOPressureThreshold = *bc.IOPressureThreshold
+	}
+	if bc.CPUPressureThreshold != nil {
+		cfg.CPUPressureThreshold = *bc.CPUPressureThreshold
 	}
 	return cfg
 }

@@ -167,6 +167,9 @@ type Governor struct {
 		changed    chan struct{} // closed at the next generation bump
 
 		load, io deferral
+		// loadByPSI: the load deferral's signal is PSI cpu some avg10
+		// (percent) rather than the load average, as of the last Update.
+		loadByPSI bool
 		// deferred: a deferral was active after the last Update.
 		deferred bool
 
@@ -256,9 +259,20 @@ func (g *Governor) Update(s Snapshot) (freed bool) {
 	// The work the governor admitted is expected load: the signal is the
 	// load its active reservations' threads do not account for, so that
 	// running CPU-bound batches does not, by itself, hold back the next.
-	loadThreshold := g.cfg.LoadThreshold * float64(g.mu.cpus)
-	foreignLoad := max(s.Load1-float64(g.mu.threadsReserved), 0)
-	g.mu.load.observe(foreignLoad, loadThreshold, g.cfg.LoadThreshold > 0, now)
+	//
+	// Where the kernel has PSI, the CPU signal is CPU pressure instead (the
+	// share of the last 10 s in which runnable tasks waited for a CPU): it
+	// follows the machine within seconds where the 1-minute load average
+	// lags for minutes, and work running within its granted threads on
+	// free CPUs makes none. The load average is the fallback.
+	g.mu.loadByPSI = s.PSI.Available && g.cfg.CPUPressureThreshold > 0 && g.cfg.LoadThreshold > 0
+	if g.mu.loadByPSI {
+		g.mu.load.observe(s.PSI.CPU.SomeAvg10, g.cfg.CPUPressureThreshold, true, now)
+	} else {
+		loadThreshold := g.cfg.LoadThreshold * float64(g.mu.cpus)
+		foreignLoad := max(s.Load1-float64(g.mu.threadsReserved), 0)
+		g.mu.load.observe(foreignLoad, loadThreshold, g.cfg.LoadThreshold > 0, now)
+	}
 	g.mu.io.observe(s.PSI.IO.SomeAvg10, g.cfg.IOPressureThreshold,
 		g.cfg.IOPressureThreshold > 0 && s.PSI.Available, now)
 

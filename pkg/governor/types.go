@@ -175,6 +175,7 @@ const (
 	ReasonNoGPU                 Reason = "NoGPU"
 	ReasonNoFreeCPU             Reason = "NoFreeCPU"
 	ReasonLoadHigh              Reason = "LoadHigh"
+	ReasonCPUPressure           Reason = "CPUPressure"
 	ReasonIOPressure            Reason = "IOPressure"
 	ReasonNoIOSlot              Reason = "NoIOSlot"
 	ReasonNoGPUSlot             Reason = "NoGPUSlot"
@@ -200,6 +201,7 @@ const (
 	BudgetScratch   Budget = "scratch"
 	BudgetLoad      Budget = "load"
 	BudgetIOPSI     Budget = "ioPressure"
+	BudgetCPUPSI    Budget = "cpuPressure"
 )
 
 // Contract is the public, immutable snapshot of a reservation: exactly what
