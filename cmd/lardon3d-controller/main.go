@@ -108,6 +108,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newLogsCommand(g),
 		newDeleteCommand(g),
 		newRetryCommand(g),
+		newTopCommand(g),
 	)
 	addCompletion(root, g)
 	return root
