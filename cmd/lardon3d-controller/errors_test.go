@@ -33,6 +33,23 @@ func TestConfigTypoIsShownWithItsLineAndASuggestion(t *testing.T) {
 	}
 }
 
+func TestConfigOfOnlyCommentsIsTheDefaults(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "budgets.yaml")
+	if err := os.WriteFile(cfg, []byte("# nothing yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runInProcess(t, "budgets", "--spool", dir, "--config", cfg); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if err := os.WriteFile(cfg, []byte("- a list\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runInProcess(t, "budgets", "--spool", dir, "--config", cfg); code != 2 || !strings.Contains(stderr, "not a YAML mapping") {
+		t.Fatalf("a list as config: exit %d: %s", code, stderr)
+	}
+}
+
 func TestQuantityFlagErrorsSayTheAcceptedForms(t *testing.T) {
 	dir := t.TempDir()
 	for flag, sug := range map[string]string{"--memory-capacity": "4Gi (4,294,967,296 bytes)", "--memory-reserved": "512Mi (536,870,912 bytes)"} {

@@ -84,7 +84,8 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 			if err != nil {
 				return bc, fmt.Errorf("--config: %w", err)
 			}
-			if err := v1alpha1.DecodeStrict(data, &bc); err != nil {
+			// An empty file (or only comments) asks for the defaults.
+			if err := v1alpha1.DecodeStrict(data, &bc); err != nil && !errors.Is(err, v1alpha1.ErrEmptyManifest) {
 				return bc, configError(configFile, err)
 			}
 		}
