@@ -143,6 +143,7 @@ type budgetsDoc struct {
 		CPU          pressureDoc `json:"cpu"`
 		IO           pressureDoc `json:"io"`
 		Memory       pressureDoc `json:"memory"`
+		CPUGateValue *float64    `json:"cpuGateValue"` // what the CPU gate compares; null: not its signal
 		CPUThreshold *float64    `json:"cpuThreshold"` // null: not the CPU gate's signal
 		IOThreshold  *float64    `json:"ioThreshold"`  // null: the gate is off
 		IODeferring  bool        `json:"ioDeferring"`
@@ -200,6 +201,7 @@ func newBudgetsDoc(v governor.BudgetsView, source string, stale []string) budget
 	case v.CPUByPSI:
 		d.CPUGate = "pressure"
 		d.Pressure.CPUThreshold = positive(v.CPUPressureThreshold)
+		d.Pressure.CPUGateValue = &v.CPUPressure
 		d.Load.Threshold = nil
 	default:
 		d.CPUGate = "load"
@@ -263,8 +265,8 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 	case v.LoadThreshold <= 0:
 		fmt.Fprintf(w, "CPU gate: off (--load-threshold negative); load %.2f %.2f %.2f\n", v.Load1, v.Load5, v.Load15)
 	case v.CPUByPSI:
-		fmt.Fprintf(w, "CPU gate: CPU pressure (PSI cpu some avg10) %.0f%%, threshold %.0f%%, deferring: %v; load %.2f %.2f %.2f (not used)\n",
-			v.PSI.CPU.SomeAvg10, v.CPUPressureThreshold, v.LoadDeferred, v.Load1, v.Load5, v.Load15)
+		fmt.Fprintf(w, "CPU gate: CPU pressure (PSI) %.0f%% (recent, counted while CPUs are free), threshold %.0f%%, deferring: %v; load %.2f %.2f %.2f (not used)\n",
+			v.CPUPressure, v.CPUPressureThreshold, v.LoadDeferred, v.Load1, v.Load5, v.Load15)
 	default:
 		fmt.Fprintf(w, "CPU gate: 1-minute load average, less the threads of running batches; load %.2f %.2f %.2f, threshold %.2f, deferring: %v\n",
 			v.Load1, v.Load5, v.Load15, v.LoadThreshold, v.LoadDeferred)

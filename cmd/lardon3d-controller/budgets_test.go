@@ -92,7 +92,7 @@ func TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt(t *testing.T) {
 		gate string
 		line string
 	}{
-		{nil, want, map[string]string{"pressure": "CPU gate: CPU pressure (PSI cpu some avg10) ", "load": "CPU gate: 1-minute load average"}[want]},
+		{nil, want, map[string]string{"pressure": "CPU gate: CPU pressure (PSI) ", "load": "CPU gate: 1-minute load average"}[want]},
 		{[]string{"--cpu-pressure-threshold", "-1"}, "load", "CPU gate: 1-minute load average"},
 	} {
 		js, stderr, code := runInProcess(t, append([]string{"budgets", "--spool", dir, "-o", "json"}, tc.args...)...)

@@ -181,6 +181,11 @@ func startLess(a, b manifestFile) bool {
 	return ta != nil && ta.Before(*tb)
 }
 
+// watchSettle is how long get -w lets a burst of file events settle
+// before listing, and how long a file must stay unparseable before it is
+// shown so (a writer between truncating and writing it is not news).
+const watchSettle = 150 * time.Millisecond
+
 // followSpool prints, whenever the spool changes, only what changed, as
 // kubectl get -w does: the row (or name, or object) of each task whose
 // status or spec changed, a row with phase Deleted for a task gone, and
@@ -196,7 +201,11 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 	}
 	tick := time.NewTicker(2 * time.Second) // fsnotify may drop events
 	defer tick.Stop()
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
 	seen := watchKeys(last)
+	suspect := map[string]string{} // unparseable versions seen once
 	for {
 		select {
 		case <-cmd.Context().Done():
@@ -205,8 +214,12 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 			if !ok {
 				return nil
 			}
+			settle.Reset(watchSettle)
+			continue
 		case <-watcher.Errors:
+			continue
 		case <-tick.C:
+		case <-settle.C:
 		}
 		files, err := list()
 		if err != nil {
@@ -215,13 +228,30 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 		keys := watchKeys(files)
 		var changed []manifestFile
 		for _, f := range files {
-			if k := keys[f.name()]; seen[f.name()] != k {
-				changed = append(changed, f)
+			n := f.name()
+			k := keys[n]
+			if seen[n] == k {
+				delete(suspect, n)
+				continue
+			}
+			if f.unparseable() && suspect[n] != k {
+				// Maybe half-written: shown only if still so next time.
+				suspect[n] = k
+				keys[n] = seen[n]
+				settle.Reset(watchSettle)
+				continue
+			}
+			delete(suspect, n)
+			changed = append(changed, f)
+		}
+		for name, k := range seen {
+			if _, ok := keys[name]; !ok && k != "" {
+				changed = append(changed, deletedFile(name))
 			}
 		}
-		for name := range seen {
-			if _, ok := keys[name]; !ok {
-				changed = append(changed, deletedFile(name))
+		for name := range keys {
+			if _, ok := seen[name]; !ok && keys[name] == "" {
+				delete(keys, name) // a suspect never shown
 			}
 		}
 		seen = keys

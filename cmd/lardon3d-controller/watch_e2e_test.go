@@ -44,4 +44,12 @@ func TestGetWatchPrintsOnlyChangedRows(t *testing.T) {
 	if strings.Index(lines[0], "PHASE") != strings.Index(lines[4], "Deleted") {
 		t.Errorf("columns do not line up:\n%s", out.String())
 	}
+	// A file that stays unparseable is shown, once.
+	writeManifest(t, spool, "broken.yaml", "kind: [\n")
+	eventually(t, 10*time.Second, "broken's row", func() bool { return strings.Count(out.String(), "\n") >= 6 })
+	time.Sleep(2500 * time.Millisecond)
+	lines = strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 6 || !regexp.MustCompile(`^broken\s+Invalid\s.*not parseable YAML`).MatchString(lines[5]) {
+		t.Fatalf("after a broken file:\n%s", out.String())
+	}
 }

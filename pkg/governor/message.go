@@ -157,7 +157,7 @@ func (d Decision) Message() string {
 	case ReasonCPUPressure:
 		b = append(b, "CPU busy: "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 0, 64)
-		b = append(b, "% of the last 10 s had runnable tasks waiting for a CPU (PSI)"...)
+		b = append(b, "% of the time, runnable tasks waited for a CPU (PSI)"...)
 		b = appendGate(b, d, 0, "%")
 		b = append(b, "; new admissions wait until it stays at or below"...)
 	case ReasonIOPressure:
