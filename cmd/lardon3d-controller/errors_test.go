@@ -113,3 +113,17 @@ spec:
 		t.Errorf("the warning was logged %d times, want once", n)
 	}
 }
+
+func TestLogsOfATaskThatHasNotStartedSaysWhy(t *testing.T) {
+	spool := newSpool(t)
+	writeManifest(t, spool, "wait.yaml", strings.ReplaceAll(validManifest, "%NAME%", "wait")+`status:
+  phase: Pending
+  logFile: `+spool+`/.lardon3d/logs/wait.log
+  conditions:
+  - {type: Admitted, status: "False", reason: CPUPressure, message: busy, lastTransitionTime: "2026-12-01T10:00:00Z"}
+`)
+	_, stderr, code := runInProcess(t, "logs", "--spool", spool, "wait")
+	if code != 1 || stderr != "error: task wait has no log yet (phase Pending, CPUPressure): no batch has started\n" {
+		t.Fatalf("exit %d %q", code, stderr)
+	}
+}

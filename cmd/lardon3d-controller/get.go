@@ -206,6 +206,10 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 	defer settle.Stop()
 	seen := watchKeys(last)
 	suspect := map[string]string{} // unparseable versions seen once
+	shown := map[string]manifestFile{}
+	for _, f := range last {
+		shown[f.name()] = f
+	}
 	for {
 		select {
 		case <-cmd.Context().Done():
@@ -258,30 +262,38 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 		if len(changed) == 0 {
 			continue
 		}
-		out, err := changedRows(files, changed, o)
+		out, err := changedRows(files, changed, shown, o)
 		if err != nil {
 			return err
 		}
 		fmt.Fprint(cmd.OutOrStdout(), out)
+		for _, f := range changed {
+			shown[f.name()] = f
+		}
 	}
 }
 
-// changedRows renders the changed tasks. A table's rows are cut from the
-// table of every task, so that they line up with the columns printed
-// before.
-func changedRows(files, changed []manifestFile, o *getOptions) (string, error) {
+// changedRows renders the changed tasks. A table's rows are cut from a
+// table of every task and of every row printed before (shown), so that
+// columns never get narrower than what was printed above them.
+func changedRows(files, changed []manifestFile, shown map[string]manifestFile, o *getOptions) (string, error) {
 	now := time.Now()
 	if o.output != "" && o.output != "wide" {
 		return showFiles(changed, o, true, now)
 	}
-	all := append(slices.Clone(files), changed...) // deleted ones included; a changed one twice is harmless
-	wo := *o
-	wo.noHeaders = true
-	table, err := showFiles(all, &wo, false, now)
+	all := append(slices.Clone(changed), files...) // changed first: theirs are the rows printed
+	for _, f := range shown {
+		all = append(all, f)
+	}
+	// The header counts in the widths, as it did in the first table.
+	table, err := showFiles(all, o, false, now)
 	if err != nil {
 		return "", err
 	}
 	lines := strings.SplitAfter(table, "\n")
+	if !o.noHeaders && len(lines) > 0 {
+		lines = lines[1:]
+	}
 	want := map[string]bool{}
 	for _, f := range changed {
 		want[f.name()] = true

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"fmt"
 	"io"
 	"os"
@@ -82,6 +84,13 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 			return fmt.Errorf("task %s has no log yet (phase %s)", f.name(), phaseName(f))
 		}
 		data, err := readLog(f.task.Status.LogFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			why := ""
+			if r := reasonOf(f.task.Status); r != "" {
+				why = ", " + r
+			}
+			return fmt.Errorf("task %s has no log yet (phase %s%s): no batch has started", f.name(), phaseName(f), why)
+		}
 		if err != nil {
 			return err
 		}
