@@ -3,9 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
