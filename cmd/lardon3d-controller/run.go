@@ -361,11 +361,11 @@ func newRunCommand(g *globals) *cobra.Command {
 			// a success, and not a task's failure either. Without
 			// --exit-when-done a signal is how the controller is stopped.
 			// Read after cancel: the goroutine wrote got before cancelling.
-			code := exitInterrupted
+			code, name := exitInterrupted, "SIGINT"
 			if got == syscall.SIGTERM {
-				code = exitTerminated
+				code, name = exitTerminated, "SIGTERM"
 			}
-			return &exitError{code: code, err: fmt.Errorf("stopped by %s; every batch was stopped and every status written, a new run continues", got)}
+			return &exitError{code: code, err: fmt.Errorf("stopped by %s before every task settled; every batch was stopped and every status written, a new run continues", name)}
 		}
 		if exitWhenDone && !out.AllDone {
 			return &exitError{code: exitNotDone}

@@ -65,7 +65,8 @@ func TestInterruptedRunExitsWithTheSignalsCode(t *testing.T) {
 		if code := c.wait(t, 30*time.Second); code != want {
 			t.Errorf("%s: exit %d, want %d", sig, code, want)
 		}
-		if !strings.Contains(c.stderr.String(), "stopped by "+sig.String()) {
+		name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[sig]
+		if !strings.Contains(c.stderr.String(), "stopped by "+name+" before every task settled") {
 			t.Errorf("%s: no explanation in\n%s", sig, tail(c.stderr.String(), 2000))
 		}
 		if phaseOf(t, path) != "Pending" {
