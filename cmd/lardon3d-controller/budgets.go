@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -25,7 +28,7 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 	}
 	loadBudgets := budgetFlags(cmd)
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "the controller's state directory (default SPOOL/.lardon3d)")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: a table)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: a table)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if stateDir == "" {
 			stateDir = filepath.Join(g.spool, ".lardon3d")
@@ -44,6 +47,13 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 			return &exitError{code: 2, err: err}
 		}
 		defer gov.Close()
+		warns := bc.warnings()
+		if w := bc.capWarning(gov); w != "" {
+			warns = append(warns, w)
+		}
+		for _, w := range warns {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+		}
 		// No controller runs: what the files say is reserved is stale.
 		var held []string
 		if files, err := readSpool(g.spool); err == nil {
@@ -58,17 +68,165 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
+// budgetNumbers is one budget in -o json|yaml, in its unit.
+type budgetNumbers struct {
+	Capacity int64 `json:"capacity"`
+	Margin   int64 `json:"margin"`
+	Reserved int64 `json:"reserved"`
+	Free     int64 `json:"free"`
+}
+
+func numbers(b governor.BudgetState) budgetNumbers {
+	return budgetNumbers{Capacity: b.Capacity, Margin: b.Margin, Reserved: b.Reserved, Free: b.Free}
+}
+
+type gpuDoc struct {
+	ID           string         `json:"id"`
+	Name         string         `json:"name,omitempty"`
+	Present      bool           `json:"present"`
+	Known        bool           `json:"known"`
+	Unified      bool           `json:"unified"`
+	MemoryBytes  *budgetNumbers `json:"memoryBytes,omitempty"`
+	Reservations int            `json:"reservations"`
+}
+
+type scratchDoc struct {
+	Path       string        `json:"path"`
+	Present    bool          `json:"present"`
+	Rotational bool          `json:"rotational"`
+	Known      bool          `json:"known"`
+	Bytes      budgetNumbers `json:"bytes"`
+	Leases     int           `json:"leases"`
+}
+
+type pressureDoc struct {
+	SomeAvg10 float64 `json:"someAvg10"`
+	SomeAvg60 float64 `json:"someAvg60"`
+	FullAvg10 float64 `json:"fullAvg10"`
+	FullAvg60 float64 `json:"fullAvg60"`
+}
+
+func pressure(p governor.Pressure) pressureDoc {
+	return pressureDoc{SomeAvg10: p.SomeAvg10, SomeAvg60: p.SomeAvg60, FullAvg10: p.FullAvg10, FullAvg60: p.FullAvg60}
+}
+
+// budgetsDoc is what budgets -o json|yaml prints: field names are part of
+// the command line's interface (lowerCamel, units in the name), kept apart
+// from the governor's Go types so that its internals never leak.
+type budgetsDoc struct {
+	// Source is "live" (the running controller's view) or "probed" (no
+	// controller runs: the machine probed now).
+	Source      string        `json:"source"`
+	TakenAt     *time.Time    `json:"takenAt,omitempty"`
+	MemoryBytes budgetNumbers `json:"memoryBytes"`
+	CPUThreads  budgetNumbers `json:"cpuThreads"`
+	IOSlots     budgetNumbers `json:"ioSlots"`
+	GPUSlots    budgetNumbers `json:"gpuSlots"`
+	GPUs        []gpuDoc      `json:"gpus"`
+	Scratch     []scratchDoc  `json:"scratch"`
+	// Reservations is the number of active reservations.
+	Reservations         int   `json:"reservations"`
+	MemAvailableBytes    int64 `json:"memAvailableBytes"`
+	WorkMemoryUsageBytes int64 `json:"workMemoryUsageBytes"`
+	Load                 struct {
+		Avg1      float64  `json:"avg1"`
+		Avg5      float64  `json:"avg5"`
+		Avg15     float64  `json:"avg15"`
+		Threshold *float64 `json:"threshold"` // null: the gate is off
+		Deferring bool     `json:"deferring"`
+	} `json:"load"`
+	// CPUGate is the signal that defers admissions for the CPU:
+	// "pressure" (PSI), "load" (the load average) or "off".
+	CPUGate  string `json:"cpuGate"`
+	Pressure struct {
+		Available    bool        `json:"available"`
+		CPU          pressureDoc `json:"cpu"`
+		IO           pressureDoc `json:"io"`
+		Memory       pressureDoc `json:"memory"`
+		CPUGateValue *float64    `json:"cpuGateValue"` // what the CPU gate compares; null: not its signal
+		CPUThreshold *float64    `json:"cpuThreshold"` // null: not the CPU gate's signal
+		IOThreshold  *float64    `json:"ioThreshold"`  // null: the gate is off
+		IODeferring  bool        `json:"ioDeferring"`
+	} `json:"pressure"`
+	SwapTotalBytes int64 `json:"swapTotalBytes"`
+	SwapFreeBytes  int64 `json:"swapFreeBytes"`
+	ZramTotalBytes int64 `json:"zramTotalBytes"`
+	ZramFreeBytes  int64 `json:"zramFreeBytes"`
+	// StaleReservations are manifests still showing the reservation of a
+	// stopped controller.
+	StaleReservations []string `json:"staleReservations"`
+}
+
+// positive is &v when v > 0 (a gate that is on), else nil.
+func positive(v float64) *float64 {
+	if v > 0 {
+		return &v
+	}
+	return nil
+}
+
+func newBudgetsDoc(v governor.BudgetsView, source string, stale []string) budgetsDoc {
+	if strings.HasPrefix(source, "live") {
+		source = "live"
+	} else {
+		source = "probed"
+	}
+	d := budgetsDoc{
+		Source: source, MemoryBytes: numbers(v.Memory), CPUThreads: numbers(v.CPU),
+		IOSlots: numbers(v.IOSlots), GPUSlots: numbers(v.GPUSlots),
+		GPUs: []gpuDoc{}, Scratch: []scratchDoc{}, StaleReservations: append([]string{}, stale...),
+		Reservations: v.Reservations, MemAvailableBytes: v.MemAvailable, WorkMemoryUsageBytes: v.WorkMemoryUsage,
+		SwapTotalBytes: v.SwapTotal, SwapFreeBytes: v.SwapFree, ZramTotalBytes: v.ZramTotal, ZramFreeBytes: v.ZramFree,
+	}
+	if !v.Taken.IsZero() {
+		at := v.Taken.UTC()
+		d.TakenAt = &at
+	}
+	for _, g := range v.GPUs {
+		gd := gpuDoc{ID: g.ID, Name: g.Name, Present: g.Present, Known: g.Known, Unified: g.Unified, Reservations: g.Reservations}
+		if g.Known && !g.Unified {
+			m := numbers(g.Memory)
+			gd.MemoryBytes = &m
+		}
+		d.GPUs = append(d.GPUs, gd)
+	}
+	for _, sc := range v.Scratch {
+		d.Scratch = append(d.Scratch, scratchDoc{Path: sc.Path, Present: sc.Present, Rotational: sc.Rotational, Known: !sc.Unknown, Bytes: numbers(sc.Bytes), Leases: sc.Leases})
+	}
+	d.Load.Avg1, d.Load.Avg5, d.Load.Avg15 = v.Load1, v.Load5, v.Load15
+	d.Load.Threshold, d.Load.Deferring = positive(v.LoadThreshold), v.LoadDeferred
+	switch {
+	case v.LoadThreshold <= 0:
+		d.CPUGate = "off"
+	case v.CPUByPSI:
+		d.CPUGate = "pressure"
+		d.Pressure.CPUThreshold = positive(v.CPUPressureThreshold)
+		d.Pressure.CPUGateValue = &v.CPUPressure
+		d.Load.Threshold = nil
+	default:
+		d.CPUGate = "load"
+	}
+	d.Pressure.Available = v.PSI.Available
+	d.Pressure.CPU, d.Pressure.IO, d.Pressure.Memory = pressure(v.PSI.CPU), pressure(v.PSI.IO), pressure(v.PSI.Memory)
+	d.Pressure.IOThreshold, d.Pressure.IODeferring = positive(v.IOPressureThreshold), v.IODeferred
+	return d
+}
+
 func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, stale []string) error {
-	if output == "json" {
-		data, err := json.MarshalIndent(v, "", "  ")
+	switch output {
+	case "json", "yaml":
+		data, err := json.MarshalIndent(newBudgetsDoc(v, source, stale), "", "  ")
+		if err == nil && output == "yaml" {
+			data, err = yaml.JSONToYAML(data)
+		}
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
+		_, err = fmt.Fprintf(w, "%s\n", bytes.TrimRight(data, "\n"))
 		return err
-	}
-	if output != "" {
-		return &exitError{code: 2, err: fmt.Errorf("-o %q: want json", output)}
+	case "":
+	default:
+		return &exitError{code: 2, err: fmt.Errorf("-o %q: want json or yaml", output)}
 	}
 	fmt.Fprintf(w, "Budgets (%s)\n", source)
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
@@ -103,7 +261,16 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 	}
 	fmt.Fprintf(w, "\nReservations: %d active\n", v.Reservations)
 	fmt.Fprintf(w, "Memory available (kernel): %s\n", humanBytes(v.MemAvailable))
-	fmt.Fprintf(w, "Load: %.2f %.2f %.2f (threshold %.2f, deferring: %v)\n", v.Load1, v.Load5, v.Load15, v.LoadThreshold, v.LoadDeferred)
+	switch {
+	case v.LoadThreshold <= 0:
+		fmt.Fprintf(w, "CPU gate: off (--load-threshold negative); load %.2f %.2f %.2f\n", v.Load1, v.Load5, v.Load15)
+	case v.CPUByPSI:
+		fmt.Fprintf(w, "CPU gate: CPU pressure (PSI) %.0f%% (recent, counted while CPUs are free), threshold %.0f%%, deferring: %v; load %.2f %.2f %.2f (not used)\n",
+			v.CPUPressure, v.CPUPressureThreshold, v.LoadDeferred, v.Load1, v.Load5, v.Load15)
+	default:
+		fmt.Fprintf(w, "CPU gate: 1-minute load average, less the threads of running batches; load %.2f %.2f %.2f, threshold %.2f, deferring: %v\n",
+			v.Load1, v.Load5, v.Load15, v.LoadThreshold, v.LoadDeferred)
+	}
 	if v.PSI.Available {
 		fmt.Fprintf(w, "PSI some avg10: cpu %.1f%%, io %.1f%% (threshold %.1f%%, deferring: %v), memory %.1f%%\n",
 			v.PSI.CPU.SomeAvg10, v.PSI.IO.SomeAvg10, v.IOPressureThreshold, v.IODeferred, v.PSI.Memory.SomeAvg10)

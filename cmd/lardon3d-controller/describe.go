@@ -26,6 +26,9 @@ func newDescribeCommand(g *globals) *cobra.Command {
 				return &exitError{code: 1, err: err}
 			}
 			describe(cmd.OutOrStdout(), f, time.Now())
+			var batches strings.Builder
+			printBatches(&batches, f)
+			fmt.Fprint(cmd.OutOrStdout(), safeText(batches.String()))
 			// A status the controller cannot write is not in the file: it
 			// publishes the failure in its state directory.
 			if errs, err := reconcile.ReadWriteErrors(filepath.Join(g.spool, ".lardon3d")); err == nil {

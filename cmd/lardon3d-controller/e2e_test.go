@@ -306,7 +306,7 @@ func TestExamplePipelineRunsInDependencyOrder(t *testing.T) {
 		t.Errorf("the log file in status: %v", err)
 	}
 	out, code = runCLI(t, "budgets", "--spool", spool)
-	for _, want := range []string{"probed now", "memory", "cpu threads", "Load:"} {
+	for _, want := range []string{"probed now", "memory", "cpu threads", "CPU gate:"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("budgets lacks %q (exit %d):\n%s", want, code, out)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -58,8 +59,12 @@ func newGetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			show := func() (string, error) { return showTasks(g.spool, args, sel, o) }
-			out, err := show()
+			list := func() ([]manifestFile, error) { return listTasks(g.spool, args, sel, o) }
+			files, err := list()
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			out, err := showFiles(files, o, len(args) == 1, time.Now())
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -67,7 +72,7 @@ func newGetCommand(g *globals) *cobra.Command {
 			if !o.watch {
 				return nil
 			}
-			return followSpool(cmd, g.spool, out, show)
+			return followSpool(cmd, g.spool, files, list, o)
 		},
 	}
 	f := cmd.Flags()
@@ -79,25 +84,30 @@ func newGetCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// showTasks renders the spool's tasks (or the one named in args) the way
-// o asks, escaped for a terminal.
-func showTasks(dir string, args []string, sel labels.Selector, o *getOptions) (string, error) {
+// listTasks lists the spool's tasks (or the one named in args) that o
+// selects, in o's order.
+func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
 	files, err := readSpool(dir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if len(args) == 1 {
 		name := taskArg(args[0])
 		one := selectName(files, name)
 		if len(one) == 0 {
-			return "", unknownTaskError(dir, name, files)
+			return nil, unknownTaskError(dir, name, files)
 		}
 		files = one
 	}
 	files = selectLabels(files, sel)
 	sortFiles(files, o.sortBy)
+	return files, nil
+}
+
+// showFiles renders files the way o asks, escaped for a terminal.
+func showFiles(files []manifestFile, o *getOptions, single bool, now time.Time) (string, error) {
 	var b strings.Builder
-	if err := render(&b, files, o.output, o.noHeaders, len(args) == 1, time.Now()); err != nil {
+	if err := render(&b, files, o.output, o.noHeaders, single, now); err != nil {
 		return "", err
 	}
 	if o.output == "json" {
@@ -171,9 +181,16 @@ func startLess(a, b manifestFile) bool {
 	return ta != nil && ta.Before(*tb)
 }
 
-// followSpool reprints the view whenever the spool changes, until the
-// command's context ends.
-func followSpool(cmd *cobra.Command, dir, last string, show func() (string, error)) error {
+// watchSettle is how long get -w lets a burst of file events settle
+// before listing, and how long a file must stay unparseable before it is
+// shown so (a writer between truncating and writing it is not news).
+const watchSettle = 150 * time.Millisecond
+
+// followSpool prints, whenever the spool changes, only what changed, as
+// kubectl get -w does: the row (or name, or object) of each task whose
+// status or spec changed, a row with phase Deleted for a task gone, and
+// nothing for time passing. It runs until the command's context ends.
+func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func() ([]manifestFile, error), o *getOptions) error {
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -184,6 +201,15 @@ func followSpool(cmd *cobra.Command, dir, last string, show func() (string, erro
 	}
 	tick := time.NewTicker(2 * time.Second) // fsnotify may drop events
 	defer tick.Stop()
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	seen := watchKeys(last)
+	suspect := map[string]string{} // unparseable versions seen once
+	shown := map[string]manifestFile{}
+	for _, f := range last {
+		shown[f.name()] = f
+	}
 	for {
 		select {
 		case <-cmd.Context().Done():
@@ -192,16 +218,120 @@ func followSpool(cmd *cobra.Command, dir, last string, show func() (string, erro
 			if !ok {
 				return nil
 			}
+			settle.Reset(watchSettle)
+			continue
 		case <-watcher.Errors:
+			continue
 		case <-tick.C:
+		case <-settle.C:
 		}
-		out, err := show()
-		if err != nil || out == last {
+		files, err := list()
+		if err != nil {
 			continue
 		}
-		last = out
-		fmt.Fprint(cmd.OutOrStdout(), "\n"+out)
+		keys := watchKeys(files)
+		var changed []manifestFile
+		for _, f := range files {
+			n := f.name()
+			k := keys[n]
+			if seen[n] == k {
+				delete(suspect, n)
+				continue
+			}
+			if f.unparseable() && suspect[n] != k {
+				// Maybe half-written: shown only if still so next time.
+				suspect[n] = k
+				keys[n] = seen[n]
+				settle.Reset(watchSettle)
+				continue
+			}
+			delete(suspect, n)
+			changed = append(changed, f)
+		}
+		for name, k := range seen {
+			if _, ok := keys[name]; !ok && k != "" {
+				changed = append(changed, deletedFile(name))
+			}
+		}
+		for name := range keys {
+			if _, ok := seen[name]; !ok && keys[name] == "" {
+				delete(keys, name) // a suspect never shown
+			}
+		}
+		seen = keys
+		if len(changed) == 0 {
+			continue
+		}
+		out, err := changedRows(files, changed, shown, o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(cmd.OutOrStdout(), out)
+		for _, f := range changed {
+			shown[f.name()] = f
+		}
 	}
+}
+
+// changedRows renders the changed tasks. A table's rows are cut from a
+// table of every task and of every row printed before (shown), so that
+// columns never get narrower than what was printed above them.
+func changedRows(files, changed []manifestFile, shown map[string]manifestFile, o *getOptions) (string, error) {
+	now := time.Now()
+	if o.output != "" && o.output != "wide" {
+		return showFiles(changed, o, true, now)
+	}
+	all := append(slices.Clone(changed), files...) // changed first: theirs are the rows printed
+	for _, f := range shown {
+		all = append(all, f)
+	}
+	// The header counts in the widths, as it did in the first table.
+	table, err := showFiles(all, o, false, now)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.SplitAfter(table, "\n")
+	if !o.noHeaders && len(lines) > 0 {
+		lines = lines[1:]
+	}
+	want := map[string]bool{}
+	for _, f := range changed {
+		want[f.name()] = true
+	}
+	var b strings.Builder
+	for i, f := range all {
+		if i < len(lines) && want[f.name()] {
+			b.WriteString(lines[i])
+			delete(want, f.name())
+		}
+	}
+	return b.String(), nil
+}
+
+// watchKeys maps each task name to what get -w compares: the task as JSON
+// (spec and status), or the file's error; never the time.
+func watchKeys(files []manifestFile) map[string]string {
+	out := make(map[string]string, len(files))
+	for _, f := range files {
+		k := ""
+		if f.task != nil {
+			data, _ := json.Marshal(f.task)
+			k = string(data)
+		}
+		if f.err != nil {
+			k += "\x00" + f.err.Error()
+		}
+		out[f.name()] = k
+	}
+	return out
+}
+
+// deletedFile stands for a task whose manifest is gone, shown once by get -w.
+func deletedFile(name string) manifestFile {
+	return manifestFile{path: name + ".yaml", task: &v1alpha1.Task{
+		Metadata: v1alpha1.ObjectMeta{Name: name},
+		Status:   v1alpha1.TaskStatus{Phase: "Deleted"},
+	}}
 }
 
 func selectName(files []manifestFile, name string) []manifestFile {

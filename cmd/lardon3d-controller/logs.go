@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,15 +26,19 @@ const followPoll = 200 * time.Millisecond
 type logsOptions struct {
 	tail   int
 	follow bool
+	batch  int
 }
 
 func newLogsCommand(g *globals) *cobra.Command {
 	o := &logsOptions{}
 	cmd := &cobra.Command{
-		Use:   "logs NAME",
+		Use:   "logs NAME [--batch N] [--tail N] [-f]",
 		Short: "Print a task's log (status.logFile); -f follows it until the task is Done, Failed or Rejected",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.batch >= 0 && o.follow {
+				return &exitError{code: 2, err: fmt.Errorf("--batch and -f: choose one")}
+			}
 			w := logWriter(cmd.OutOrStdout())
 			if err := runLogs(cmd, g.spool, args[0], o, w); err != nil {
 				return &exitError{code: 1, err: err}
@@ -42,6 +48,7 @@ func newLogsCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.tail, "tail", -1, "print only the last N lines (-1: all)")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "follow the log until the task is terminal")
+	cmd.Flags().IntVar(&o.batch, "batch", -1, "print only batch N's part of the log: its attempts since its last first attempt (describe lists the batches)")
 	return cmd
 }
 
@@ -77,8 +84,21 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 			return fmt.Errorf("task %s has no log yet (phase %s)", f.name(), phaseName(f))
 		}
 		data, err := readLog(f.task.Status.LogFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			why := ""
+			if r := reasonOf(f.task.Status); r != "" {
+				why = ", " + r
+			}
+			return fmt.Errorf("task %s has no log yet (phase %s%s): no batch has started", f.name(), phaseName(f), why)
+		}
 		if err != nil {
 			return err
+		}
+		if o.batch >= 0 {
+			var ok bool
+			if data, ok = batchSection(data, o.batch); !ok {
+				return fmt.Errorf("task %s: no batch %d in its log %s", f.name(), o.batch, f.task.Status.LogFile)
+			}
 		}
 		_, err = w.Write(tailLines(data, o.tail))
 		return err

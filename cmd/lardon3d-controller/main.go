@@ -28,6 +28,27 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 
+// The exit codes, as documented in --help and the README.
+const (
+	exitNotDone     = 1   // some task not Done, a manifest invalid, or a verb's own failure
+	exitUsage       = 2   // bad flags or arguments, or the controller could not start
+	exitInterrupted = 130 // run --exit-when-done stopped by SIGINT (Ctrl-C)
+	exitTerminated  = 143 // run --exit-when-done stopped by SIGTERM
+)
+
+// exitCodesHelp is the exit code table of --help; a test keeps the README's
+// the same.
+const exitCodesHelp = `Exit codes:
+  0    success; with run --exit-when-done, every task Done; run without it
+       stopped by SIGINT or SIGTERM
+  1    some task not Done (Failed, Rejected, paused, held), a manifest invalid,
+       or the verb failed (no such task, not a spool)
+  2    usage error (unknown verb or flag, bad flag value), or run could not
+       start (another controller holds the spool)
+  130  run --exit-when-done stopped by SIGINT (Ctrl-C) before the tasks
+       settled; every status is written, a new run continues
+  143  likewise, stopped by SIGTERM`
+
 // globals are the flags every verb shares.
 type globals struct {
 	spool     string
@@ -59,8 +80,12 @@ func execute(args []string, stdout, stderr io.Writer) int {
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "lardon3d-controller",
-		Short:         "Run batch tasks from a spool of YAML manifests without running the machine out of memory",
+		Use:   "lardon3d-controller",
+		Short: "Run batch tasks from a spool of YAML manifests without running the machine out of memory",
+		Long: `Run batch tasks from a spool of YAML manifests without running the machine
+out of memory, and inspect and edit them with kubectl-like verbs.
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),
@@ -82,7 +107,10 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newBudgetsCommand(g),
 		newLogsCommand(g),
 		newDeleteCommand(g),
+		newRetryCommand(g),
+		newTopCommand(g),
 	)
+	addCompletion(root, g)
 	return root
 }
 

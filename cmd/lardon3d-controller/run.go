@@ -10,14 +10,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/metrics"
@@ -46,8 +47,12 @@ type budgetConfig struct {
 	// ScratchDirs are directories usable for scratch leases.
 	ScratchDirs []string `json:"scratchDirs,omitempty"`
 	// LoadThreshold is the 1-minute load per usable CPU above which new
-	// admissions wait (negative: never).
+	// admissions wait where the kernel has no PSI (negative: never, CPU
+	// pressure included).
 	LoadThreshold *float64 `json:"loadThreshold,omitempty"`
+	// CPUPressureThreshold is the PSI cpu some avg10 percentage above which
+	// new admissions wait (negative: use the load average).
+	CPUPressureThreshold *float64 `json:"cpuPressureThreshold,omitempty"`
 	// IOPressureThreshold is the PSI io some avg10 percentage above which
 	// admissions holding IO slots wait (negative: never).
 	IOPressureThreshold *float64 `json:"ioPressureThreshold,omitempty"`
@@ -61,7 +66,7 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		memCap, memRes                    string
 		cpusRes, ioSlots, gpuSlots, maxPa int
 		scratch                           []string
-		loadThr, ioThr                    float64
+		loadThr, ioThr, cpuThr            float64
 	)
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "YAML file with budget settings (flags override it)")
@@ -72,7 +77,8 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 	f.IntVar(&gpuSlots, "gpu-slots", 0, "GPU slots (default: one per GPU)")
 	f.IntVar(&maxPa, "max-parallel", 0, "most tasks running at once (0: as many as the governor admits)")
 	f.StringSliceVar(&scratch, "scratch-dir", nil, "directory usable for scratch leases (repeatable)")
-	f.Float64Var(&loadThr, "load-threshold", 0, "1-minute load per usable CPU above which new admissions wait (0: the governor's 1.5; negative: never)")
+	f.Float64Var(&loadThr, "load-threshold", 0, "without PSI: 1-minute load per usable CPU above which new admissions wait (0: the governor's 1.5; negative: never wait for the CPU, PSI included)")
+	f.Float64Var(&cpuThr, "cpu-pressure-threshold", 0, "PSI cpu some avg10 % above which new admissions wait, where the kernel has PSI (0: the governor's 60; negative: use the load average)")
 	f.Float64Var(&ioThr, "io-pressure-threshold", 0, "PSI io some avg10 % above which IO-heavy admissions wait (0: the governor's 40; negative: never)")
 	return func() (budgetConfig, error) {
 		var bc budgetConfig
@@ -81,8 +87,9 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 			if err != nil {
 				return bc, fmt.Errorf("--config: %w", err)
 			}
-			if err := yaml.UnmarshalStrict(data, &bc); err != nil {
-				return bc, fmt.Errorf("--config %s: %w", configFile, err)
+			// An empty file (or only comments) asks for the defaults.
+			if err := v1alpha1.DecodeStrict(data, &bc); err != nil && !errors.Is(err, v1alpha1.ErrEmptyManifest) {
+				return bc, configError(configFile, err)
 			}
 		}
 		qty := func(flag, v string, into **resource.Quantity) error {
@@ -91,7 +98,7 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 			}
 			q, err := resource.ParseQuantity(v)
 			if err != nil {
-				return fmt.Errorf("--%s %q: %w", flag, v, err)
+				return fmt.Errorf("--%s %q: %s", flag, v, v1alpha1.QuantityError(v))
 			}
 			*into = &q
 			return nil
@@ -123,8 +130,63 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		if f.Changed("io-pressure-threshold") {
 			bc.IOPressureThreshold = &ioThr
 		}
+		if f.Changed("cpu-pressure-threshold") {
+			bc.CPUPressureThreshold = &cpuThr
+		}
 		return bc, nil
 	}
+}
+
+// configError shows the problems of a --config file one per line, each as
+// FILE:LINE: problem, as compilers do.
+func configError(file string, err error) error {
+	var list v1alpha1.ErrorList
+	if !errors.As(err, &list) {
+		return fmt.Errorf("--config %s: %w", file, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "--config %s: %d problem(s)", file, len(list))
+	for _, e := range list {
+		b.WriteString("\n  ")
+		b.WriteString(file)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+		b.WriteString(e.Error())
+	}
+	return errors.New(b.String())
+}
+
+// warnings lists the settings that are legal but likely mistakes: a memory
+// amount without its unit.
+func (bc budgetConfig) warnings() []string {
+	var out []string
+	for _, q := range []struct {
+		name string
+		q    *resource.Quantity
+	}{{"memoryCapacity", bc.MemoryCapacity}, {"memoryReserved", bc.MemoryReserved}} {
+		if q.q != nil {
+			if w := v1alpha1.SmallMemoryWarning(*q.q); w != "" {
+				out = append(out, q.name+" "+q.q.String()+" "+w)
+			}
+		}
+	}
+	return out
+}
+
+// capWarning says that the requested memory capacity exceeds what the
+// machine (or its cgroup) has, and what the budget was capped to; "" when
+// it does not.
+func (bc budgetConfig) capWarning(gov *governor.Governor) string {
+	if bc.MemoryCapacity == nil || bc.MemoryCapacity.Value() <= 0 {
+		return ""
+	}
+	want, got := bc.MemoryCapacity.Value(), gov.Budgets().Memory.Capacity
+	if got >= want {
+		return ""
+	}
+	return fmt.Sprintf("memoryCapacity %s is more than this machine has: the memory budget is capped to %s (its RAM or cgroup limit)", bc.MemoryCapacity.String(), humanBytes(got))
 }
 
 // governorConfig converts the budget configuration.
@@ -150,6 +212,9 @@ func (bc budgetConfig) governorConfig() governor.Config {
 	}
 	if bc.IOPressureThreshold != nil {
 		cfg.IOPressureThreshold = *bc.IOPressureThreshold
+	}
+	if bc.CPUPressureThreshold != nil {
+		cfg.CPUPressureThreshold = *bc.CPUPressureThreshold
 	}
 	return cfg
 }
@@ -181,15 +246,21 @@ func newRunCommand(g *globals) *cobra.Command {
 		deleteGrace  time.Duration
 		cgroupMode   string
 		cgroupParent string
+		waitForTasks int
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the controller on a spool directory",
-		Args:  cobra.NoArgs,
+		Long: `Run the controller on a spool directory until interrupted or, with
+--exit-when-done, until every task is settled.
+
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
 	}
 	loadBudgets := budgetFlags(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled: 0 if all are Done, 1 otherwise")
+	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled (terminal, paused before admission, or held by dependencies that are): 0 if all are Done, 1 otherwise")
+	f.IntVar(&waitForTasks, "wait-for-tasks", 0, "with --exit-when-done, never exit before this many manifests were seen (start the controller, then drop files)")
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
@@ -206,6 +277,9 @@ func newRunCommand(g *globals) *cobra.Command {
 		bc, err := loadBudgets()
 		if err != nil {
 			return &exitError{code: 2, err: err}
+		}
+		if waitForTasks < 0 {
+			return &exitError{code: 2, err: fmt.Errorf("--wait-for-tasks: must be >= 0, got %d", waitForTasks)}
 		}
 		if deleteGrace <= 0 {
 			return &exitError{code: 2, err: fmt.Errorf("--delete-grace: must be > 0, got %s", deleteGrace)}
@@ -233,6 +307,12 @@ func newRunCommand(g *globals) *cobra.Command {
 			return &exitError{code: 2, err: err}
 		}
 		defer gov.Close()
+		for _, w := range bc.warnings() {
+			log.Warn().Msg(w)
+		}
+		if w := bc.capWarning(gov); w != "" {
+			log.Warn().Msg(w)
+		}
 		sp, err := spool.Open(g.spool, spool.Options{AllowShared: allowShared, Logger: log, DeleteGrace: deleteGrace})
 		if err != nil {
 			return &exitError{code: 2, err: err}
@@ -261,21 +341,45 @@ func newRunCommand(g *globals) *cobra.Command {
 			SpoolDir:     g.spool,
 			StateDir:     stateDir,
 			ExitWhenDone: exitWhenDone,
+			WaitForTasks: waitForTasks,
 			KillGrace:    killGrace,
 			Queue:        qcfg,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		var got os.Signal
+		go func() {
+			select {
+			case got = <-sigs:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		out, err := ctrl.Run(ctx)
+		cancel()
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
 		if exitWhenDone {
 			printTable(cmd.OutOrStdout(), out.Tasks, time.Now())
-			if !out.AllDone {
-				return &exitError{code: 1}
+		}
+		if exitWhenDone && ctx.Err() != nil && got != nil {
+			// A script waited for the tasks to settle and they did not: not
+			// a success, and not a task's failure either. Without
+			// --exit-when-done a signal is how the controller is stopped.
+			// Read after cancel: the goroutine wrote got before cancelling.
+			code, name := exitInterrupted, "SIGINT"
+			if got == syscall.SIGTERM {
+				code, name = exitTerminated, "SIGTERM"
 			}
+			return &exitError{code: code, err: fmt.Errorf("stopped by %s before every task settled; every batch was stopped and every status written, a new run continues", name)}
+		}
+		if exitWhenDone && !out.AllDone {
+			return &exitError{code: exitNotDone}
 		}
 		return nil
 	}

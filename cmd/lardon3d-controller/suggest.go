@@ -2,25 +2,13 @@ package main
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
 
-// closestName is the candidate nearest to name, if one is near enough to
-// be a typo of it: at most max(2, len/3) edits away. Ties go to the first
-// in sorted order, so the suggestion does not depend on directory order.
+// closestName is v1alpha1.ClosestName: one rule for every "did you mean".
 func closestName(name string, candidates []string) (string, bool) {
-	sorted := append([]string(nil), candidates...)
-	sort.Strings(sorted)
-	limit := max(2, len([]rune(name))/3)
-	best, bestD := "", limit+1
-	for _, c := range sorted {
-		if d := v1alpha1.EditDistance(name, c); d < bestD && c != name {
-			best, bestD = c, d
-		}
-	}
-	return best, best != ""
+	return v1alpha1.ClosestName(name, candidates)
 }
 
 // unknownTaskError says that no task of dir is called name, with a

@@ -73,6 +73,13 @@ type BudgetsView struct {
 	Load1, Load5, Load15 float64
 	LoadThreshold        float64
 	LoadDeferred         bool
+	// CPUByPSI: the CPU deferral (LoadDeferred) follows PSI cpu some avg10
+	// against CPUPressureThreshold (percent), not the load average.
+	CPUByPSI             bool
+	CPUPressureThreshold float64
+	// CPUPressure is the value the CPU gate compares when CPUByPSI: the
+	// pressure of the last second in which reservations left CPUs free.
+	CPUPressure float64
 	// PSI of the snapshot; IOPressureThreshold and whether IO pressure
 	// defers admissions holding IO slots now.
 	PSI                 PSI
@@ -98,7 +105,8 @@ func (g *Governor) Budgets() BudgetsView {
 		},
 		Reservations: g.mu.active, NextID: g.mu.nextID,
 		Load1: s.Load1, Load5: s.Load5, Load15: s.Load15,
-		LoadThreshold: g.mu.load.threshold, LoadDeferred: g.mu.load.check(now, g.cfg.Hysteresis),
+		LoadThreshold: g.cfg.LoadThreshold * float64(g.mu.cpus), LoadDeferred: g.mu.load.check(now, g.cfg.Hysteresis),
+		CPUByPSI: g.mu.loadByPSI, CPUPressureThreshold: g.cfg.CPUPressureThreshold, CPUPressure: g.mu.cpuPSI.value,
 		PSI: s.PSI, IOPressureThreshold: g.mu.io.threshold, IODeferred: g.mu.io.check(now, g.cfg.Hysteresis),
 		SwapTotal: s.SwapTotal, SwapFree: s.SwapFree, ZramTotal: s.ZramTotal, ZramFree: s.ZramFree,
 	}

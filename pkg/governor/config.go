@@ -32,6 +32,9 @@ const (
 	// DefaultLoadThreshold is the default load average per usable CPU above
 	// which new admissions are deferred.
 	DefaultLoadThreshold = 1.5
+	// DefaultCPUPressureThreshold is the default PSI cpu "some avg10"
+	// (percent) above which new admissions are deferred.
+	DefaultCPUPressureThreshold = 60.0
 	// DefaultIOPressureThreshold is the default PSI io "some avg10" (percent)
 	// above which admissions holding IO slots are deferred.
 	DefaultIOPressureThreshold = 40.0
@@ -77,8 +80,14 @@ type Config struct {
 	GPUUnified bool
 	// LoadThreshold is the 1-minute load average, less the threads of the
 	// active reservations, per usable CPU above which
-	// new admissions wait (0: 1.5; negative: disabled).
+	// new admissions wait where the kernel has no PSI, or with
+	// CPUPressureThreshold negative (0: 1.5; negative: no CPU deferral at
+	// all, CPU pressure included).
 	LoadThreshold float64
+	// CPUPressureThreshold is the PSI cpu "some avg10" percentage above
+	// which new admissions wait, where the kernel has PSI (0: 60;
+	// negative: use the load average instead).
+	CPUPressureThreshold float64
 	// IOPressureThreshold is the PSI io "some avg10" percentage above which
 	// admissions holding IO slots wait (0: 40; negative: disabled).
 	IOPressureThreshold float64
@@ -124,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LoadThreshold == 0 {
 		c.LoadThreshold = DefaultLoadThreshold
+	}
+	if c.CPUPressureThreshold == 0 {
+		c.CPUPressureThreshold = DefaultCPUPressureThreshold
 	}
 	if c.IOPressureThreshold == 0 {
 		c.IOPressureThreshold = DefaultIOPressureThreshold

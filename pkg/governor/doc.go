@@ -59,9 +59,15 @@
 //     ScratchVolume.Unknown) is never a reason to reject: unknown
 //     availability waits (GPUUnknown, ScratchUnknown).
 //     Overflowing demands are ExceedsCapacity.
-//  3. Deferrals of new admissions: load average, less the threads of the
-//     active reservations (the governor's own work), above LoadThreshold × CPUs
-//     (LoadHigh), PSI io some avg10 above IOPressureThreshold for demands
+//  3. Deferrals of new admissions: where the snapshot has PSI, CPU
+//     pressure above CPUPressureThreshold percent (CPUPressure), measured
+//     from the cumulative stall time over the last second in which the
+//     active reservations left usable CPUs free (pressureWindow: the
+//     governor's own full use of the CPUs is not a reason to wait; avg10
+//     when the total is unknown); else, or with CPUPressureThreshold negative, the load
+//     average, less the threads of the active reservations (the governor's
+//     own work), above LoadThreshold × CPUs (LoadHigh); a negative
+//     LoadThreshold turns both off. PSI io some avg10 above IOPressureThreshold for demands
 //     holding IO slots (IOPressure). A deferral ends only after its signal
 //     stayed at or below the threshold for Config.Hysteresis, measured on
 //     the injected clock from the first snapshot back below.

@@ -181,6 +181,9 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 	// Deferrals: new admissions only, with hysteresis.
 	if g.mu.load.check(now, g.cfg.Hysteresis) {
 		d.Signal, d.Threshold = g.mu.load.value, g.mu.load.threshold
+		if g.mu.loadByPSI {
+			return wait(ReasonCPUPressure, BudgetCPUPSI, 0, 0, 0)
+		}
 		return wait(ReasonLoadHigh, BudgetLoad, 0, 0, 0)
 	}
 	if ioDeferred := g.mu.io.check(now, g.cfg.Hysteresis); ioDeferred && e.IOSlots > 0 {

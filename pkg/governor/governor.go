@@ -127,6 +127,49 @@ func (d *deferral) check(now time.Time, h time.Duration) bool {
 	return d.active
 }
 
+// pressureWindow turns PSI's cumulative stall time into the CPU pressure
+// of the last second or so, counting only the time the governor's
+// reservations left CPUs free: while its own threads fill the usable CPUs,
+// any other process makes tasks wait, and that says nothing about room for
+// more (no thread is free anyway). avg10 would remember that wait for ten
+// seconds past the end of the batch, and hold up the next one, the
+// governor's own work stalling itself; the window forgets it at once.
+type pressureWindow struct {
+	have      bool
+	baseAt    time.Time
+	baseTotal uint64
+	value     float64
+}
+
+// pressureWindowSpan is how much time the window spans before it yields a
+// new value.
+const pressureWindowSpan = time.Second
+
+// observe takes a snapshot's CPU pressure; full says the governor's
+// reservations hold every usable CPU. Without SomeTotal it is avg10.
+func (w *pressureWindow) observe(p Pressure, full bool, now time.Time) float64 {
+	if p.SomeTotal == 0 {
+		w.have = false
+		if full {
+			return 0
+		}
+		return p.SomeAvg10
+	}
+	switch {
+	case !w.have && !full:
+		// The first snapshot: avg10 is all there is to go by.
+		w.have, w.baseAt, w.baseTotal, w.value = true, now, p.SomeTotal, p.SomeAvg10
+	case full || !w.have || p.SomeTotal < w.baseTotal || now.Before(w.baseAt):
+		// Restart the window: no value until it spans the free time alone.
+		w.have, w.baseAt, w.baseTotal, w.value = true, now, p.SomeTotal, 0
+	case now.Sub(w.baseAt) >= pressureWindowSpan:
+		dt := now.Sub(w.baseAt)
+		w.value = min(100, 100*float64(p.SomeTotal-w.baseTotal)/float64(dt.Microseconds()))
+		w.baseAt, w.baseTotal = now, p.SomeTotal
+	}
+	return w.value
+}
+
 // Governor is the only owner of the machine's budgets. It is safe for
 // concurrent use; see doc.go.
 type Governor struct {
@@ -167,6 +210,10 @@ type Governor struct {
 		changed    chan struct{} // closed at the next generation bump
 
 		load, io deferral
+		// loadByPSI: the load deferral's signal is CPU pressure (percent)
+		// rather than the load average, as of the last Update.
+		loadByPSI bool
+		cpuPSI    pressureWindow
 		// deferred: a deferral was active after the last Update.
 		deferred bool
 
@@ -256,9 +303,21 @@ func (g *Governor) Update(s Snapshot) (freed bool) {
 	// The work the governor admitted is expected load: the signal is the
 	// load its active reservations' threads do not account for, so that
 	// running CPU-bound batches does not, by itself, hold back the next.
-	loadThreshold := g.cfg.LoadThreshold * float64(g.mu.cpus)
-	foreignLoad := max(s.Load1-float64(g.mu.threadsReserved), 0)
-	g.mu.load.observe(foreignLoad, loadThreshold, g.cfg.LoadThreshold > 0, now)
+	//
+	// Where the kernel has PSI, the CPU signal is CPU pressure instead (the
+	// share of the last 10 s in which runnable tasks waited for a CPU): it
+	// follows the machine within seconds where the 1-minute load average
+	// lags for minutes, and work running within its granted threads on
+	// free CPUs makes none. The load average is the fallback.
+	g.mu.loadByPSI = s.PSI.Available && g.cfg.CPUPressureThreshold > 0 && g.cfg.LoadThreshold > 0
+	if g.mu.loadByPSI {
+		full := g.mu.threadsReserved >= g.mu.cpus-g.mu.cpusReserved
+		g.mu.load.observe(g.mu.cpuPSI.observe(s.PSI.CPU, full, now), g.cfg.CPUPressureThreshold, true, now)
+	} else {
+		loadThreshold := g.cfg.LoadThreshold * float64(g.mu.cpus)
+		foreignLoad := max(s.Load1-float64(g.mu.threadsReserved), 0)
+		g.mu.load.observe(foreignLoad, loadThreshold, g.cfg.LoadThreshold > 0, now)
+	}
 	g.mu.io.observe(s.PSI.IO.SomeAvg10, g.cfg.IOPressureThreshold,
 		g.cfg.IOPressureThreshold > 0 && s.PSI.Available, now)
 

@@ -110,12 +110,26 @@ func TestDecideTable(t *testing.T) {
 			verdict: Reject, reason: ReasonExceedsCapacity, budget: BudgetCPU, batch: 1, threads: 4},
 		{name: "load high", snap: snap(func(s *Snapshot) { s.Load1 = 7 }), e: est(nil),
 			verdict: Wait, reason: ReasonLoadHigh, budget: BudgetLoad, batch: 1, threads: 1,
-			msg: "load average beyond the reserved threads 7.00 above 6.00"},
+			msg: "CPU busy: 1-minute load average 7.00 (less the threads of running batches), above the threshold 6.00; new admissions wait"},
+		{name: "cpu pressure replaces the load average where PSI is", snap: snap(func(s *Snapshot) { s.Load1 = 7; s.PSI = PSI{Available: true, CPU: Pressure{SomeAvg10: 78.2}} }),
+			e: est(nil), verdict: Wait, reason: ReasonCPUPressure, budget: BudgetCPUPSI, batch: 1, threads: 1,
+			msg: "CPU busy: 78% of the time, runnable tasks waited for a CPU (PSI), above the threshold 60%; new admissions wait"},
+		{name: "a high load average with low cpu pressure admits", snap: snap(func(s *Snapshot) { s.Load1 = 70; s.PSI = PSI{Available: true, CPU: Pressure{SomeAvg10: 20}} }),
+			e: est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
+		{name: "cpu pressure threshold negative falls back to the load average", cfg: Config{CPUPressureThreshold: -1},
+			snap: snap(func(s *Snapshot) { s.Load1 = 7; s.PSI = PSI{Available: true, CPU: Pressure{SomeAvg10: 5}} }),
+			e:    est(nil), verdict: Wait, reason: ReasonLoadHigh, budget: BudgetLoad, batch: 1, threads: 1},
+		{name: "load threshold negative turns cpu pressure off too", cfg: Config{LoadThreshold: -1},
+			snap: snap(func(s *Snapshot) { s.PSI = PSI{Available: true, CPU: Pressure{SomeAvg10: 99}} }),
+			e:    est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
+		{name: "cpu pressure threshold set", cfg: Config{CPUPressureThreshold: 90},
+			snap: snap(func(s *Snapshot) { s.PSI = PSI{Available: true, CPU: Pressure{SomeAvg10: 78}} }),
+			e:    est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
 		{name: "load threshold disabled", cfg: Config{LoadThreshold: -1}, snap: snap(func(s *Snapshot) { s.Load1 = 70 }),
 			e: est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
 		{name: "io pressure", snap: snap(func(s *Snapshot) { s.PSI = PSI{Available: true, IO: Pressure{SomeAvg10: 55}} }),
 			e: est(func(e *Estimate) { e.IOSlots = 1 }), verdict: Wait, reason: ReasonIOPressure, budget: BudgetIOPSI, batch: 1, threads: 1,
-			msg: "io pressure 55.0% above 40.0%"},
+			msg: "io pressure 55.0%, above the threshold 40.0%; admissions holding IO slots wait"},
 		{name: "io pressure spares demands without IO slots", snap: snap(func(s *Snapshot) { s.PSI = PSI{Available: true, IO: Pressure{SomeAvg10: 55}} }),
 			e: est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
 		{name: "no IO slot", snap: snap(nil), held: []Estimate{est(func(e *Estimate) { e.IOSlots = 2 })},
@@ -432,5 +446,67 @@ func TestFormatBytes(t *testing.T) {
 		if got := FormatBytes(n); got != want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestCPUPressureForgetsTheGovernorsOwnWork: CPU pressure observed while
+// the governor's reservations fill every usable CPU does not defer the next
+// admission (the batch that ends is the cause); pressure with CPUs free
+// does, as soon as a second of it is seen.
+func TestCPUPressureForgetsTheGovernorsOwnWork(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(epoch)
+	g := New(Config{Hysteresis: 10 * time.Second}, WithClock(clk))
+	total := uint64(1 << 30) // a kernel that has run for a while
+	avg10 := 5.0             // the first snapshot has only avg10 to go by
+	at := func(d time.Duration, stalled time.Duration) {
+		clk.SetTime(clk.Now().Add(d))
+		total += uint64(stalled.Microseconds())
+		g.Update(*snap(func(s *Snapshot) {
+			s.CPUs = 2
+			s.PSI = PSI{Available: true, CPU: Pressure{SomeAvg10: avg10, SomeTotal: total}}
+		}))
+	}
+	at(0, 0)
+	_, r, ok := g.Reserve(est(func(e *Estimate) { e.Threads, e.MinThreads = 2, 2 }))
+	if !ok {
+		t.Fatal("the first batch was refused")
+	}
+	// Our two threads and someone else's: 90% stalled for 5 s.
+	avg10 = 95
+	for range 25 {
+		at(200*time.Millisecond, 180*time.Millisecond)
+	}
+	if err := g.Release(r); err != nil {
+		t.Fatal(err)
+	}
+	at(200*time.Millisecond, 180*time.Millisecond) // the snapshot after the batch ended
+	if d := g.Decide(est(nil)); d.Verdict != Admit {
+		t.Fatalf("the next batch after our own: %v (avg10 would say 95%%)", d)
+	}
+	// Foreign work alone, CPUs free: a second at 80% defers (the window
+	// spans 1.2 s: the 180 ms of the snapshot after the release, then
+	// 5 × 160 ms).
+	for range 5 {
+		at(200*time.Millisecond, 160*time.Millisecond)
+	}
+	d := g.Decide(est(nil))
+	if d.Reason != ReasonCPUPressure || !strings.HasPrefix(d.Message(), "CPU busy: 82% of the time, runnable tasks waited for a CPU (PSI), above the threshold 60%") {
+		t.Fatalf("foreign pressure: %v %q", d, d.Message())
+	}
+	if v := g.Budgets(); !v.CPUByPSI || !v.LoadDeferred {
+		t.Errorf("budgets: CPUByPSI %v, deferred %v", v.CPUByPSI, v.LoadDeferred)
+	}
+	// It ends 10 s after the pressure fell.
+	for range 55 {
+		at(200*time.Millisecond, 0)
+	}
+	if d := g.Decide(est(nil)); d.Verdict != Admit {
+		t.Fatalf("after 11 s without pressure: %v", d)
+	}
+	// A governor's first snapshot has only avg10 to go by.
+	fresh := New(Config{}, WithClock(clk))
+	fresh.Update(*snap(func(s *Snapshot) { s.PSI = PSI{Available: true, CPU: Pressure{SomeAvg10: 95, SomeTotal: total}} }))
+	if d := fresh.Decide(est(nil)); d.Reason != ReasonCPUPressure {
+		t.Fatalf("first snapshot at avg10 95%%: %v", d)
 	}
 }

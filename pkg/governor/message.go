@@ -149,18 +149,23 @@ func (d Decision) Message() string {
 		b = append(b, " free on the best volume"...)
 		after()
 	case ReasonLoadHigh:
-		b = append(b, "load average beyond the reserved threads "...)
+		b = append(b, "CPU busy: 1-minute load average "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 2, 64)
-		b = appendDeferral(b, d.Signal > d.Threshold)
-		b = strconv.AppendFloat(b, d.Threshold, 'f', 2, 64)
-		b = append(b, "; new admissions wait until it stays below"...)
+		b = append(b, " (less the threads of running batches)"...)
+		b = appendGate(b, d, 2, "")
+		b = append(b, "; new admissions wait until it stays at or below"...)
+	case ReasonCPUPressure:
+		b = append(b, "CPU busy: "...)
+		b = strconv.AppendFloat(b, d.Signal, 'f', 0, 64)
+		b = append(b, "% of the time, runnable tasks waited for a CPU (PSI)"...)
+		b = appendGate(b, d, 0, "%")
+		b = append(b, "; new admissions wait until it stays at or below"...)
 	case ReasonIOPressure:
 		b = append(b, "io pressure "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 1, 64)
 		b = append(b, '%')
-		b = appendDeferral(b, d.Signal > d.Threshold)
-		b = strconv.AppendFloat(b, d.Threshold, 'f', 1, 64)
-		b = append(b, "%; admissions holding IO slots wait until it stays below"...)
+		b = appendGate(b, d, 1, "%")
+		b = append(b, "; admissions holding IO slots wait until it stays at or below"...)
 	case ReasonScratchUnknown:
 		b = append(b, "needs "...)
 		b = appendBytes(b, d.Need)
@@ -182,13 +187,18 @@ func (d Decision) Message() string {
 	return string(b)
 }
 
-// appendDeferral says whether a deferring signal is above its threshold or
+// appendGate says whether a deferring signal is above its threshold or
 // back below it but not for long enough yet (hysteresis).
-func appendDeferral(b []byte, above bool) []byte {
-	if above {
-		return append(b, " above "...)
+func appendGate(b []byte, d Decision, prec int, unit string) []byte {
+	if d.Signal > d.Threshold {
+		b = append(b, ", above the threshold "...)
+		b = strconv.AppendFloat(b, d.Threshold, 'f', prec, 64)
+		return append(b, unit...)
 	}
-	return append(b, " back below, not for long enough, "...)
+	b = append(b, ", back at or below the threshold "...)
+	b = strconv.AppendFloat(b, d.Threshold, 'f', prec, 64)
+	b = append(b, unit...)
+	return append(b, " but not for long enough yet"...)
 }
 
 // budgetUnit names the unit of a counted budget.

@@ -101,6 +101,9 @@ type Pressure struct {
 	SomeAvg10, SomeAvg60 float64
 	// FullAvg10 and FullAvg60: share of time all tasks stalled.
 	FullAvg10, FullAvg60 float64
+	// SomeTotal is the cumulative time some task stalled, in microseconds
+	// (0: unknown); the governor derives the recent CPU pressure from it.
+	SomeTotal uint64
 }
 
 // GPU is one GPU and its memory.
@@ -175,6 +178,7 @@ const (
 	ReasonNoGPU                 Reason = "NoGPU"
 	ReasonNoFreeCPU             Reason = "NoFreeCPU"
 	ReasonLoadHigh              Reason = "LoadHigh"
+	ReasonCPUPressure           Reason = "CPUPressure"
 	ReasonIOPressure            Reason = "IOPressure"
 	ReasonNoIOSlot              Reason = "NoIOSlot"
 	ReasonNoGPUSlot             Reason = "NoGPUSlot"
@@ -200,6 +204,7 @@ const (
 	BudgetScratch   Budget = "scratch"
 	BudgetLoad      Budget = "load"
 	BudgetIOPSI     Budget = "ioPressure"
+	BudgetCPUPSI    Budget = "cpuPressure"
 )
 
 // Contract is the public, immutable snapshot of a reservation: exactly what

@@ -83,8 +83,8 @@ func TestSnapshotCgroupV1(t *testing.T) {
 		Load1:             1.5, Load5: 0.75, Load15: 0.25,
 		PSI: governor.PSI{
 			Available: true,
-			CPU:       governor.Pressure{SomeAvg10: 1.25, SomeAvg60: 0.5},
-			IO:        governor.Pressure{SomeAvg10: 12.5, SomeAvg60: 6.25, FullAvg10: 10, FullAvg60: 5},
+			CPU:       governor.Pressure{SomeAvg10: 1.25, SomeAvg60: 0.5, SomeTotal: 123456},
+			IO:        governor.Pressure{SomeAvg10: 12.5, SomeAvg60: 6.25, FullAvg10: 10, FullAvg60: 5, SomeTotal: 999},
 		},
 		GPUs: []governor.GPU{{
 			ID: "amdgpu:0000:03:00.0", Name: "AMD Radeon RX 6600", Known: true,

@@ -64,7 +64,7 @@ func readPSI(p procfs.FS) (governor.PSI, error) {
 func pressure(st procfs.PSIStats) governor.Pressure {
 	var p governor.Pressure
 	if st.Some != nil {
-		p.SomeAvg10, p.SomeAvg60 = st.Some.Avg10, st.Some.Avg60
+		p.SomeAvg10, p.SomeAvg60, p.SomeTotal = st.Some.Avg10, st.Some.Avg60, st.Some.Total
 	}
 	if st.Full != nil {
 		p.FullAvg10, p.FullAvg60 = st.Full.Avg10, st.Full.Avg60

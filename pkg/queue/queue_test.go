@@ -675,3 +675,14 @@ func TestBoundaryReleaseWakesTaskBehind(t *testing.T) {
 	}
 	h.run.nth(t, "b", 0)
 }
+
+func TestMissingDependencyGetsADidYouMean(t *testing.T) {
+	f := mkTask("features", 1, 2, 2)
+	m := mkTask("matching", 2, 2, 2)
+	m.DependsOn = []string{"featurs", "ghost"}
+	h := newHarness(t, Config{}, 100, f, m)
+	w := h.obs.waitEvent(t, "matching missing", func(ev Event) bool { return ev.Task == "matching" && ev.Type == EventWaiting })
+	if w.Reason != v1alpha1.ReasonDependencyMissing || w.Message != "no such task: featurs (did you mean features?), ghost" {
+		t.Errorf("matching: %+v", w)
+	}
+}

@@ -166,11 +166,29 @@ func (q *Queue) lockedDeps(e *entry) (reason, msg string, ready bool) {
 	case len(failed) > 0:
 		return v1alpha1.ReasonDependencyFailed, "dependency ended unsuccessfully: " + strings.Join(failed, ", "), false
 	case len(missing) > 0:
-		return v1alpha1.ReasonDependencyMissing, "no such task: " + strings.Join(missing, ", "), false
+		return v1alpha1.ReasonDependencyMissing, "no such task: " + q.lockedWithSuggestions(missing), false
 	case len(waiting) > 0:
 		return v1alpha1.ReasonWaitingForDependencies, "waiting for " + strings.Join(waiting, ", ") + " to be Done", false
 	}
 	return "", "", true
+}
+
+// lockedWithSuggestions joins names, each followed by "(did you mean X?)"
+// when a known task's name is a likely typo of it. It runs only for a task
+// whose dependency is missing. REQUIRES: q.mu held.
+func (q *Queue) lockedWithSuggestions(names []string) string {
+	known := make([]string, 0, len(q.mu.tasks))
+	for n := range q.mu.tasks {
+		known = append(known, n)
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n
+		if near, ok := v1alpha1.ClosestName(n, known); ok {
+			out[i] += " (did you mean " + near + "?)"
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // lockedRejectCycles rejects every pending task that lies on a dependency

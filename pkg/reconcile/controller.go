@@ -40,6 +40,10 @@ type Config struct {
 	PhaseWriteDelay time.Duration
 	// ExitWhenDone makes Run return once every task is settled.
 	ExitWhenDone bool
+	// WaitForTasks, with ExitWhenDone, keeps Run going until at least this
+	// many manifests were seen: a script may start the controller first
+	// and drop its files after.
+	WaitForTasks int
 	// KillGrace is the SIGTERM→SIGKILL delay on cancel (default 10 s).
 	KillGrace time.Duration
 	// MemoryTolerance is how far a batch may exceed its memory contract
@@ -393,27 +397,76 @@ func (c *Controller) publishBudgets() {
 	}
 }
 
-// settled reports whether no task can make progress any more on its own:
-// every task is terminal or held by a dependency that failed or is missing.
+// settled reports whether no task can make progress any more on its own
+// (the rule --exit-when-done documents): every task is terminal, or
+// Pending and waiting for a person: paused before admission (it holds
+// nothing), held by a dependency that failed or is missing, or waiting for
+// dependencies that are all settled and not all Done. A task paused with a
+// batch stopped (phase Paused) is not settled: exiting would kill the
+// batch. With WaitForTasks, fewer tasks than that are never settled.
 // REQUIRES: owner goroutine.
 func (c *Controller) settled() bool {
-	if len(c.dirty) > 0 {
+	if len(c.dirty) > 0 || len(c.entries)+len(c.invalid) < c.cfg.WaitForTasks {
 		return false
 	}
+	stuck := map[string]bool{} // settled, by task name
+	var waiting []*entry       // Pending on dependencies still running
 	for _, e := range c.entries {
 		if v1alpha1.IsTerminal(e.status.Phase) {
+			stuck[e.name] = true
 			continue
 		}
-		if e.status.Phase == v1alpha1.PhasePending {
-			cond := meta.FindStatusCondition(e.status.Conditions, v1alpha1.ConditionDependenciesReady)
-			if cond != nil && cond.Status == metav1.ConditionFalse &&
-				(cond.Reason == v1alpha1.ReasonDependencyFailed || cond.Reason == v1alpha1.ReasonDependencyMissing) {
+		if e.status.Phase != v1alpha1.PhasePending {
+			return false
+		}
+		if adm := meta.FindStatusCondition(e.status.Conditions, v1alpha1.ConditionAdmitted); adm != nil &&
+			adm.Status == metav1.ConditionFalse && adm.Reason == v1alpha1.ReasonPaused {
+			stuck[e.name] = true
+			continue
+		}
+		cond := meta.FindStatusCondition(e.status.Conditions, v1alpha1.ConditionDependenciesReady)
+		switch {
+		case cond == nil || cond.Status != metav1.ConditionFalse:
+			return false
+		case cond.Reason == v1alpha1.ReasonDependencyFailed || cond.Reason == v1alpha1.ReasonDependencyMissing:
+			stuck[e.name] = true
+		case cond.Reason == v1alpha1.ReasonWaitingForDependencies:
+			waiting = append(waiting, e)
+		default:
+			return false
+		}
+	}
+	// A task waiting only for settled tasks, one of them not Done, is
+	// settled too (it waits for a paused one); to a fixed point.
+	for changed := true; changed; {
+		changed = false
+		for _, e := range waiting {
+			if stuck[e.name] || !c.waitsOnlyForSettled(e, stuck) {
 				continue
 			}
+			stuck[e.name], changed = true, true
 		}
-		return false
+	}
+	for _, e := range waiting {
+		if !stuck[e.name] {
+			return false
+		}
 	}
 	return true
+}
+
+// waitsOnlyForSettled reports whether every dependency of e is settled and
+// at least one is not Done. REQUIRES: owner goroutine.
+func (c *Controller) waitsOnlyForSettled(e *entry, stuck map[string]bool) bool {
+	notDone := false
+	for _, dep := range e.task.Spec.DependsOn {
+		d := c.entries[c.byName[dep]]
+		if d == nil || !stuck[dep] {
+			return false
+		}
+		notDone = notDone || d.status.Phase != v1alpha1.PhaseDone
+	}
+	return notDone
 }
 
 func (c *Controller) outcome() Outcome {
@@ -466,6 +519,9 @@ func (c *Controller) handleFile(ev spool.Event) {
 	if owner, taken := c.byName[name]; taken && owner != ev.Path {
 		c.rejectDuplicate(ev, owner)
 		return
+	}
+	if e == nil || e.fileHash != v1alpha1.SpecHash(ev.Task.Spec) {
+		c.logWarnings(name, ev.Path, ev.Task)
 	}
 	if e == nil {
 		e = &entry{path: ev.Path, name: name, status: ev.Task.Status}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -390,6 +391,30 @@ func replaceStatusAt(src []byte, l statusLayout, status *v1alpha1.TaskStatus) (e
 // ErrNotRewritable, when src has no block-style spec mapping, when
 // spec.paused is not a plain scalar, or when the self-check fails.
 func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
+	word := []byte("false")
+	if paused {
+		word = []byte("true")
+	}
+	return setSpecScalar(src, pausedKey, word, paused)
+}
+
+// SetSpecRetryToken returns src with spec.retryToken set to token, as
+// SetSpecPaused does for spec.paused. token must be a plain YAML string
+// (letters, digits, '-', '.', '_'), not one YAML reads as another type.
+func SetSpecRetryToken(src []byte, token string) ([]byte, error) {
+	if !retryTokenRE.MatchString(token) {
+		return nil, fmt.Errorf("retry token %q: want letters first, then letters, digits, '-', '.', '_'", token)
+	}
+	return setSpecScalar(src, retryTokenKey, []byte(token), token)
+}
+
+var retryTokenRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,62}$`)
+
+const retryTokenKey = "retryToken"
+
+// setSpecScalar sets spec.KEY to the plain scalar word, which decodes to
+// value.
+func setSpecScalar(src []byte, key string, word []byte, value any) ([]byte, error) {
 	d, err := parseDoc(src)
 	if err != nil {
 		return nil, err
@@ -405,11 +430,7 @@ func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
 	if spec.Kind != yamlv3.MappingNode || spec.Style&yamlv3.FlowStyle != 0 || len(spec.Content) == 0 {
 		return nil, notRewritable("spec is not a block mapping")
 	}
-	word := []byte("false")
-	if paused {
-		word = []byte("true")
-	}
-	pi, err := find(spec, pausedKey)
+	pi, err := find(spec, key)
 	if err != nil {
 		return nil, err
 	}
@@ -417,25 +438,25 @@ func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
 	if pi >= 0 {
 		v := spec.Content[pi+1]
 		if v.Kind != yamlv3.ScalarNode || v.Style != 0 || v.Value == "" || v.Anchor != "" {
-			return nil, notRewritable("spec.paused is not a plain scalar")
+			return nil, notRewritable("spec.%s is not a plain scalar", key)
 		}
 		if v.Line < 1 || v.Line > len(d.lines) || v.Column < 1 {
-			return nil, notRewritable("spec.paused without position")
+			return nil, notRewritable("spec.%s without position", key)
 		}
 		off := d.lines[v.Line-1]
 		for c := 1; c < v.Column; c++ {
 			if off >= len(src) {
-				return nil, notRewritable("spec.paused position out of range")
+				return nil, notRewritable("spec.%s position out of range", key)
 			}
 			_, n := utf8.DecodeRune(src[off:])
 			off += n
 		}
 		if !bytes.HasPrefix(src[off:], []byte(v.Value)) {
-			return nil, notRewritable("line %d: spec.paused value not found", v.Line)
+			return nil, notRewritable("line %d: spec.%s value not found", v.Line, key)
 		}
 		end := off + len(v.Value)
 		if end < len(src) && !bytes.ContainsRune([]byte(" \t\r\n"), rune(src[end])) {
-			return nil, notRewritable("line %d: spec.paused spans more than its text", v.Line)
+			return nil, notRewritable("line %d: spec.%s spans more than its text", v.Line, key)
 		}
 		out = splice(src, off, end, nil, word)
 	} else {
@@ -452,9 +473,9 @@ func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		line := make([]byte, 0, indent+len("paused: false")+2)
+		line := make([]byte, 0, indent+len(key)+len(word)+4)
 		line = append(line, bytes.Repeat([]byte{' '}, indent)...)
-		line = append(line, "paused: "...)
+		line = append(line, key+": "...)
 		line = append(line, word...)
 		var lead []byte
 		if end > 0 && src[end-1] != '\n' {
@@ -469,7 +490,7 @@ func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
 		if !ok {
 			return notRewritable("spec does not decode to a string-keyed mapping")
 		}
-		s[pausedKey] = paused
+		s[key] = value
 		return nil
 	}); err != nil {
 		return nil, err

@@ -179,3 +179,21 @@ func TestSetSpecPaused(t *testing.T) {
 		})
 	}
 }
+
+func TestSetSpecRetryToken(t *testing.T) {
+	src := "spec:\n  command: [a]   # keep\n  paused: true\nstatus:\n  phase: Failed\n"
+	got, err := SetSpecRetryToken([]byte(src), "retry-20261201T103705.123Z")
+	want := "spec:\n  command: [a]   # keep\n  paused: true\n  retryToken: retry-20261201T103705.123Z\nstatus:\n  phase: Failed\n"
+	if err != nil || string(got) != want {
+		t.Fatalf("insert: %v\n%q\nwant\n%q", err, got, want)
+	}
+	again, err := SetSpecRetryToken(got, "retry-2")
+	if err != nil || string(again) != strings.Replace(want, "retry-20261201T103705.123Z", "retry-2", 1) {
+		t.Fatalf("replace: %v\n%q", err, again)
+	}
+	for _, bad := range []string{"", "1", "true", "a b", "x: y", strings.Repeat("a", 64)} {
+		if _, err := SetSpecRetryToken([]byte(src), bad); err == nil {
+			t.Errorf("token %q accepted", bad)
+		}
+	}
+}

@@ -325,6 +325,13 @@ func (s *Spool) SetPaused(path string, paused bool) error {
 	return s.edit(path, func(b []byte) ([]byte, error) { return SetSpecPaused(b, paused) })
 }
 
+// SetRetryToken sets spec.retryToken in the manifest at path (SetSpecRetryToken),
+// as SetPaused does: a new token is a new generation, the retry verb's way
+// to run a Failed task again.
+func (s *Spool) SetRetryToken(path, token string) error {
+	return s.edit(path, func(b []byte) ([]byte, error) { return SetSpecRetryToken(b, token) })
+}
+
 // edit applies edit to the manifest at path under its path lock, and
 // records it as the path's last edit (the one a merge re-applies).
 func (s *Spool) edit(path string, edit func([]byte) ([]byte, error)) error {

@@ -147,7 +147,7 @@ func items(dir string, it v1alpha1.Items) ([]string, error) {
 		}
 		return out, nil
 	case it.Glob != "":
-		m, err := filepath.Glob(filepath.Join(dir, it.Glob))
+		m, err := v1alpha1.Glob(it.Glob, dir)
 		if err != nil {
 			return nil, fmt.Errorf("items.glob: %w", err)
 		}

@@ -3,9 +3,13 @@
 // controller writes back into it.
 //
 // It owns the Go types (types.go), strict decoding with line numbers
-// (ParseManifest), defaults (SetDefaults), validation (Validate), the
+// (ParseManifest, and DecodeStrict for other files such as the controller's
+// --config), the "did you mean" of every name (ClosestName), quantity
+// hints (QuantityError), warnings for legal but likely mistaken values
+// (Warnings), defaults (SetDefaults), validation (Validate), the
 // spec's identity (SpecHash), item resolution (ResolveItems,
-// ResolveWorkingDir), the phase machine (AllowedTransition, IsTerminal) and
+// ResolveWorkingDir, Glob with ** and braces), the phase machine
+// (AllowedTransition, IsTerminal) and
 // the JSON Schema generated from the types (JSONSchema, committed as
 // schemas/task.schema.json by `make schemas`).
 //
@@ -18,7 +22,7 @@
 // the line. All problems of a file come at once.
 //
 // It must never: read or write the spool (package spool does), rewrite a
-// file, or talk to the governor; apart from ResolveItems, which lists the
-// working directory, it does no I/O. It holds no locks and no global
+// file, or talk to the governor; apart from ResolveItems and Glob, which list
+// the working directory, it does no I/O. It holds no locks and no global
 // mutable state besides the validator built once.
 package v1alpha1

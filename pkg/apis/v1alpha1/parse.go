@@ -336,6 +336,12 @@ func (d *decoder) value(n *yaml.Node, t reflect.Type, path string) (v any, ok bo
 			}
 		}
 		return d.typeError(n, path, fmt.Sprintf("a non-negative integer of %d bits", t.Bits()))
+	case reflect.Float32, reflect.Float64:
+		var f float64
+		if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!float" || n.ShortTag() == "!!int") && n.Decode(&f) == nil {
+			return f, true
+		}
+		return d.typeError(n, path, "a number")
 	}
 	return d.typeError(n, path, "a value of Go type "+t.String())
 }
@@ -364,7 +370,11 @@ func (d *decoder) quantity(n *yaml.Node, path string) (any, bool) {
 			}
 		}
 	}
-	return d.typeError(n, path, "a quantity such as 512Mi, 4Gi or 1.5G")
+	want := "a quantity such as 512Mi, 4Gi or 1.5G"
+	if sug, ok := QuantitySuggestion(n.Value); ok && n.Kind == yaml.ScalarNode {
+		want += " (did you mean " + sug + "?)"
+	}
+	return d.typeError(n, path, want)
 }
 
 func (d *decoder) typeError(n *yaml.Node, path, want string) (any, bool) {
@@ -505,6 +515,24 @@ func unknownFieldDetail(key string, fields map[string]jsonField) string {
 		return "unknown field, did you mean " + best + "?"
 	}
 	return "unknown field"
+}
+
+// ClosestName is the candidate nearest to name, if one is near enough to
+// be a typo of it: at most max(2, len/3) edits away. Ties go to the first
+// in sorted order, so the suggestion does not depend on the candidates'
+// order.
+func ClosestName(name string, candidates []string) (string, bool) {
+	limit := max(2, len([]rune(name))/3)
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		if c == name {
+			continue
+		}
+		if d := EditDistance(name, c); d < bestD || (d == bestD && c < best) {
+			best, bestD = c, d
+		}
+	}
+	return best, best != ""
 }
 
 // EditDistance is the Levenshtein distance between a and b, in runes: the

@@ -147,7 +147,7 @@ func TestParseSchemaErrorsWithLines(t *testing.T) {
 		{"string for integer", "  retries: two\n", `line 6: spec.retries: must be an integer of 32 bits, got "two"`, RuleType},
 		{"int32 overflow", "  retries: 4294967296\n", `line 6: spec.retries: must be an integer of 32 bits, got 4294967296`, RuleType},
 		{"float for integer", "  retries: 1.5\n", `line 6: spec.retries: must be an integer of 32 bits, got 1.5`, RuleType},
-		{"bad quantity", "  resources:\n    fixed: {memory: 12Gb}\n", `line 7: spec.resources.fixed.memory: must be a quantity such as 512Mi, 4Gi or 1.5G, got "12Gb"`, RuleType},
+		{"bad quantity", "  resources:\n    fixed: {memory: 12Gb}\n", `line 7: spec.resources.fixed.memory: must be a quantity such as 512Mi, 4Gi or 1.5G (did you mean 12Gi?), got "12Gb"`, RuleType},
 		{"list for quantity", "  resources:\n    scratch: [1]\n", `line 7: spec.resources.scratch: must be a quantity such as 512Mi, 4Gi or 1.5G, got a list`, RuleType},
 		{"bad duration", "  batchTimeout: 2 hours\n", `line 6: spec.batchTimeout: must be a duration such as 90s, 30m or 2h, got "2 hours"`, RuleType},
 		{"number for duration", "  batchTimeout: 60\n", `line 6: spec.batchTimeout: must be a duration such as 90s, 30m or 2h, got 60`, RuleType},

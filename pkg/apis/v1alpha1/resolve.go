@@ -6,9 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // ErrNoItems: items.glob matched no file.
@@ -101,19 +107,48 @@ func ResolveItems(spec TaskSpec, baseDir string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("resolve items: working directory: %w", err)
 		}
-		pattern := it.Glob
-		if !filepath.IsAbs(pattern) {
-			pattern = filepath.Join(wd, pattern)
-		}
-		out, err := filepath.Glob(pattern)
+		out, err := Glob(it.Glob, wd)
 		if err != nil {
 			return nil, fmt.Errorf("resolve items: glob %q: %w", it.Glob, err)
 		}
 		if len(out) == 0 {
 			return nil, fmt.Errorf("resolve items: glob %q in %s: %w", it.Glob, wd, ErrNoItems)
 		}
-		sort.Strings(out)
 		return out, nil
 	}
 	return nil, fmt.Errorf("resolve items: none of count, files, glob is set: %w", ErrNoItems)
+}
+
+// Glob lists the absolute, sorted, distinct paths matching pattern, taken
+// relative to the absolute directory wd unless absolute: *, ?, [a-z], **
+// for any depth and {a,b} for alternatives (github.com/bmatcuk/doublestar).
+// Glob characters in wd itself are literal. It is the one expansion of
+// items.glob: the controller and validate both use it, through
+// ResolveItems.
+func Glob(pattern, wd string) ([]string, error) {
+	if filepath.IsAbs(pattern) {
+		out, err := doublestar.FilepathGlob(pattern)
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(out)
+		return slices.Compact(out), nil
+	}
+	// Cleaned, a relative pattern's ".." come first: they move the base.
+	base, rel := wd, path.Clean(filepath.ToSlash(pattern))
+	for rel == ".." || strings.HasPrefix(rel, "../") {
+		base, rel = filepath.Dir(base), strings.TrimPrefix(strings.TrimPrefix(rel, ".."), "/")
+	}
+	if rel == "" {
+		rel = "."
+	}
+	out, err := doublestar.Glob(os.DirFS(base), rel)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range out {
+		out[i] = filepath.Join(base, filepath.FromSlash(m))
+	}
+	sort.Strings(out)
+	return slices.Compact(out), nil
 }

@@ -136,3 +136,52 @@ func TestNameFromFile(t *testing.T) {
 		}
 	}
 }
+
+func TestGlobHasDoubleStarAndBraces(t *testing.T) {
+	// The working directory's own name holds glob characters: literal.
+	wd := filepath.Join(t.TempDir(), "shoot [2026] {a,b}")
+	for _, f := range []string{"day1/IMG_1.JPG", "day1/IMG_2.jpg", "day2/raw/IMG_3.JPG", "IMG_0.jpg", "notes.txt"} {
+		p := filepath.Join(wd, "images", filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := filepath.Join(wd, "images")
+	for _, tc := range []struct {
+		pattern string
+		want    []string
+	}{
+		{"images/**/*.{jpg,JPG}", []string{img + "/IMG_0.jpg", img + "/day1/IMG_1.JPG", img + "/day1/IMG_2.jpg", img + "/day2/raw/IMG_3.JPG"}},
+		{"images/*/*.JPG", []string{img + "/day1/IMG_1.JPG"}},
+		{"images/**/*.{JPG,J*}", []string{img + "/day1/IMG_1.JPG", img + "/day2/raw/IMG_3.JPG"}}, // two alternatives, one match each
+		{"./images/../images/*.txt", []string{img + "/notes.txt"}},
+		{"images/*.tif", nil},
+	} {
+		got, err := Glob(tc.pattern, wd)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("Glob(%q) = %v, %v; want %v", tc.pattern, got, err, tc.want)
+		}
+	}
+	// "../" leaves the working directory: still resolved.
+	got, err := Glob("../../*/*.txt", filepath.Join(img, "day1"))
+	if err != nil || len(got) != 1 || got[0] != img+"/notes.txt" {
+		t.Errorf("Glob(../../*/*.txt) = %v, %v", got, err)
+	}
+	// An absolute pattern is the user's pattern, glob characters and all.
+	plain := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(plain, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plain, "a", "b", "x.JPG"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Glob(plain+"/**/*.{jpg,JPG}", wd); err != nil || len(got) != 1 || got[0] != plain+"/a/b/x.JPG" {
+		t.Errorf("absolute Glob = %v, %v", got, err)
+	}
+	if _, err := Glob("images/[a", wd); err == nil {
+		t.Error("a malformed pattern was accepted")
+	}
+}

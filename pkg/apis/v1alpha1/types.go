@@ -80,6 +80,8 @@ type TaskSpec struct {
 	BatchTimeout *metav1.Duration `json:"batchTimeout,omitempty"`
 	// Paused stops the task's processes (SIGSTOP) while keeping its reservation.
 	Paused bool `json:"paused,omitempty"`
+	// RetryToken, when changed, starts a new generation with the same spec: `retry NAME` writes a new one to run a Failed task again, from its committed progress.
+	RetryToken string `json:"retryToken,omitempty"`
 }
 
 // EnvVar is one environment variable for the command.
@@ -96,7 +98,7 @@ type Items struct {
 	Count *int64 `json:"count,omitempty" validate:"omitnil,min=1,max=10000000"`
 	// Files lists item paths, relative to workingDir or absolute.
 	Files []string `json:"files,omitempty" validate:"dive,required"`
-	// Glob is a pattern relative to workingDir, resolved once and sorted.
+	// Glob is a pattern relative to workingDir, resolved once and sorted; ** matches any depth, {jpg,JPG} alternatives.
 	Glob string `json:"glob,omitempty" validate:"omitempty,globpattern"`
 }
 

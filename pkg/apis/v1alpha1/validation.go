@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
+	"github.com/bmatcuk/doublestar/v4"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -43,8 +44,7 @@ var validate = sync.OnceValue(func() *validator.Validate {
 		return envNameRE.MatchString(fl.Field().String())
 	}))
 	must(v.RegisterValidation("globpattern", func(fl validator.FieldLevel) bool {
-		_, err := filepath.Match(fl.Field().String(), "")
-		return err == nil
+		return doublestar.ValidatePattern(filepath.ToSlash(fl.Field().String()))
 	}))
 	return v
 })
@@ -187,7 +187,7 @@ func translate(fe validator.FieldError) *FieldError {
 	case "envname":
 		e.Rule, e.Detail = RuleFormat, "must be a variable name (letters, digits, '_', not starting with a digit)"
 	case "globpattern":
-		e.Rule, e.Detail = RuleFormat, "must be a valid glob pattern (syntax of Go's filepath.Match)"
+		e.Rule, e.Detail = RuleFormat, "must be a valid glob pattern (*, ?, [a-z], ** for any depth, {a,b} for alternatives)"
 	default:
 		e.Rule, e.Detail = fe.Tag(), "must satisfy "+fe.Tag()+" "+fe.Param()
 	}

@@ -62,7 +62,7 @@ func TestValidateMessages(t *testing.T) {
 		{"count cap", func(t *Task) { *t.Spec.Items.Count = MaxItemCount + 1 }, []string{`spec.items.count: must be <= 10000000, got 10000001`}, RuleRange},
 		{"files empty list", func(t *Task) { t.Spec.Items = Items{Files: []string{}} }, []string{`spec.items.files: must not be empty`}, RuleRequired},
 		{"files empty entry", func(t *Task) { t.Spec.Items = Items{Files: []string{"a.jpg", ""}}; t.Spec.Resources.Batch.Max = 2 }, []string{`spec.items.files[1]: must not be empty`}, RuleRequired},
-		{"glob syntax", func(t *Task) { t.Spec.Items = Items{Glob: "images/[a.jpg"}; t.Spec.Resources.Batch.Max = 0 }, []string{`spec.items.glob: must be a valid glob pattern (syntax of Go's filepath.Match), got "images/[a.jpg"`}, RuleFormat},
+		{"glob syntax", func(t *Task) { t.Spec.Items = Items{Glob: "images/[a.jpg"}; t.Spec.Resources.Batch.Max = 0 }, []string{`spec.items.glob: must be a valid glob pattern (*, ?, [a-z], ** for any depth, {a,b} for alternatives), got "images/[a.jpg"`}, RuleFormat},
 		{"batch min zero", func(t *Task) { t.Spec.Resources.Batch.Min = 0 }, []string{`spec.resources.batch.min: must be >= 1, got 0`}, RuleRange},
 		{"batch max below min", func(t *Task) { t.Spec.Resources.Batch.Max = 0 }, []string{`spec.resources.batch.max: must be >= batch.min (1), got 0`}, RuleRange},
 		{"batch max below min 4", func(t *Task) { t.Spec.Resources.Batch.Min = 4; t.Spec.Resources.Batch.Max = 3 }, []string{`spec.resources.batch.max: must be >= batch.min (4), got 3`}, RuleRange},

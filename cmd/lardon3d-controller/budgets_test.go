@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// keyPaths lists every key of a JSON document as a dotted path ([] for
+// list elements), sorted.
+func keyPaths(prefix string, v any, out map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			out[p] = true
+			keyPaths(p, c, out)
+		}
+	case []any:
+		for _, c := range x {
+			keyPaths(prefix+"[]", c, out)
+		}
+	}
+}
+
+func TestBudgetsJSONAndYAMLHaveStableLowerCamelNames(t *testing.T) {
+	dir := t.TempDir()
+	js, stderr, code := runInProcess(t, "budgets", "--spool", dir, "-o", "json", "--load-threshold", "-1", "--scratch-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, js)
+	}
+	keys := map[string]bool{}
+	keyPaths("", doc, keys)
+	var list []string
+	for k := range keys {
+		list = append(list, k)
+		last := k[strings.LastIndex(k, ".")+1:]
+		if last != "" && last[0] >= 'A' && last[0] <= 'Z' {
+			t.Errorf("key %s is not lowerCamel", k)
+		}
+	}
+	sort.Strings(list)
+	golden(t, "budgets-keys", strings.Join(list, "\n")+"\n")
+	if doc["cpuGate"] != "off" {
+		t.Errorf("cpuGate %v with --load-threshold -1, want off", doc["cpuGate"])
+	}
+	if doc["source"] != "probed" || doc["load"].(map[string]any)["threshold"] != nil {
+		t.Errorf("source %v, load.threshold %v; want probed and null (gate off)", doc["source"], doc["load"].(map[string]any)["threshold"])
+	}
+	ys, _, code := runInProcess(t, "budgets", "--spool", dir, "-o", "yaml", "--load-threshold", "-1", "--scratch-dir", dir)
+	var ydoc map[string]any
+	if err := yaml.Unmarshal([]byte(ys), &ydoc); code != 0 || err != nil {
+		t.Fatalf("-o yaml: exit %d, %v\n%s", code, err, ys)
+	}
+	ykeys := map[string]bool{}
+	keyPaths("", ydoc, ykeys)
+	if fmt.Sprint(ykeys) != fmt.Sprint(keys) {
+		t.Errorf("-o yaml keys differ from -o json:\n%v\n%v", ykeys, keys)
+	}
+	table, _, _ := runInProcess(t, "budgets", "--spool", dir, "--load-threshold", "-1")
+	if !strings.Contains(table, "CPU gate: off (--load-threshold negative)") || strings.Contains(table, "threshold -") {
+		t.Errorf("table with --load-threshold -1:\n%s", table)
+	}
+	if _, stderr, code := runInProcess(t, "budgets", "--spool", dir, "-o", "xml"); code != 2 || !strings.Contains(stderr, "want json or yaml") {
+		t.Errorf("-o xml: exit %d %s", code, stderr)
+	}
+}
+
+// TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt: the CPU gate's signal
+// is CPU pressure when /proc/pressure/cpu can be read, the load average
+// otherwise or when asked.
+func TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt(t *testing.T) {
+	dir := t.TempDir()
+	want := "load"
+	if _, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
+		want = "pressure"
+	}
+	for _, tc := range []struct {
+		args []string
+		gate string
+		line string
+	}{
+		{nil, want, map[string]string{"pressure": "CPU gate: CPU pressure (PSI) ", "load": "CPU gate: 1-minute load average"}[want]},
+		{[]string{"--cpu-pressure-threshold", "-1"}, "load", "CPU gate: 1-minute load average"},
+	} {
+		js, stderr, code := runInProcess(t, append([]string{"budgets", "--spool", dir, "-o", "json"}, tc.args...)...)
+		var doc struct {
+			CPUGate  string `json:"cpuGate"`
+			Pressure struct {
+				CPUThreshold *float64 `json:"cpuThreshold"`
+			} `json:"pressure"`
+		}
+		if err := json.Unmarshal([]byte(js), &doc); code != 0 || err != nil {
+			t.Fatalf("%v: exit %d %v %s", tc.args, code, err, stderr)
+		}
+		if doc.CPUGate != tc.gate || (tc.gate == "pressure") != (doc.Pressure.CPUThreshold != nil && *doc.Pressure.CPUThreshold == 60) {
+			t.Errorf("%v: cpuGate %q, cpuThreshold %v; want %q", tc.args, doc.CPUGate, doc.Pressure.CPUThreshold, tc.gate)
+		}
+		table, _, _ := runInProcess(t, append([]string{"budgets", "--spool", dir}, tc.args...)...)
+		if !strings.Contains(table, tc.line) {
+			t.Errorf("%v: table lacks %q:\n%s", tc.args, tc.line, table)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"github.com/spf13/cobra"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+)
+
+// groupUsage is what the processes of one process group use now.
+type groupUsage struct {
+	procs int
+	rss   int64   // bytes
+	cpu   float64 // seconds of CPU time, children reaped included
+}
+
+// sampleGroups sums, per process group id of want, the resident memory and
+// CPU time of its live processes, read from /proc.
+func sampleGroups(fs procfs.FS, want map[int]bool) (map[int]groupUsage, error) {
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]groupUsage, len(want))
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil || !want[st.PGRP] {
+			continue // gone meanwhile, or another group
+		}
+		u := out[st.PGRP]
+		u.procs++
+		u.rss += int64(st.ResidentMemory())
+		u.cpu += st.CPUTime() + float64(st.CUTime+st.CSTime)/100
+		out[st.PGRP] = u
+	}
+	return out, nil
+}
+
+func newTopCommand(g *globals) *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "top [NAME]",
+		Short: "Show the memory and CPU the running batches use now, against their contracts",
+		Long: `Show, for each task with a batch in flight, what its process group uses now
+(resident memory of its processes, CPU over --interval, in threads) against
+its contract (the memory reserved, the threads granted). It reads /proc: run
+it on the machine of the controller, as the same user or root.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if interval <= 0 {
+				return &exitError{code: 2, err: fmt.Errorf("--interval: must be > 0, got %s", interval)}
+			}
+			files, err := readSpool(g.spool)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if len(args) == 1 {
+				name := taskArg(args[0])
+				one := selectName(files, name)
+				if len(one) == 0 {
+					return &exitError{code: 1, err: unknownTaskError(g.spool, name, files)}
+				}
+				files = one
+			}
+			sortFiles(files, "queue")
+			var running []*v1alpha1.Task
+			want := map[int]bool{}
+			for _, f := range files {
+				if f.task != nil && f.task.Status.ProcessGroup != nil && f.task.Status.ProcessGroup.PGID > 0 {
+					running = append(running, f.task)
+					want[f.task.Status.ProcessGroup.PGID] = true
+				}
+			}
+			if len(running) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "No batch is running.")
+				return nil
+			}
+			fs, err := procfs.NewDefaultFS()
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			before, err := sampleGroups(fs, want)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			start := time.Now()
+			select {
+			case <-cmd.Context().Done():
+				return nil
+			case <-time.After(interval):
+			}
+			after, err := sampleGroups(fs, want)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			var b strings.Builder
+			printTop(&b, running, before, after, time.Since(start))
+			fmt.Fprint(cmd.OutOrStdout(), safeText(b.String()))
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how long CPU use is measured over")
+	return cmd
+}
+
+// printTop prints one row per running task: memory and CPU now against
+// the contract.
+func printTop(w io.Writer, tasks []*v1alpha1.Task, before, after map[int]groupUsage, over time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPHASE\tBATCH\tPROCS\tMEMORY\tCONTRACT\tMEM%\tCPU\tTHREADS\tCPU%")
+	for _, t := range tasks {
+		st := t.Status
+		u := after[st.ProcessGroup.PGID]
+		batch, contract, memPct, threads, cpuPct := "-", "-", "-", "-", "-"
+		cpu := max(u.cpu-before[st.ProcessGroup.PGID].cpu, 0) / over.Seconds()
+		if r := st.Reservation; r != nil {
+			batch = fmt.Sprintf("%d/%d", r.Batch, r.BatchRequested)
+			if mem := r.Memory.Value(); mem > 0 {
+				contract = humanBytes(mem)
+				memPct = fmt.Sprintf("%.0f%%", 100*float64(u.rss)/float64(mem))
+			}
+			if r.Threads > 0 {
+				threads = fmt.Sprint(r.Threads)
+				cpuPct = fmt.Sprintf("%.0f%%", 100*cpu/float64(r.Threads))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%s\n", cell(t.Metadata.Name), cell(string(st.Phase)), batch, u.procs,
+			humanBytes(u.rss), contract, memPct, cpu, threads, cpuPct)
+	}
+	_ = tw.Flush()
+}
