@@ -11,33 +11,69 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 )
 
-// groupUsage is what the processes of one process group use now.
+// groupUsage is what the processes of one batch use now.
 type groupUsage struct {
 	procs int
-	rss   int64   // bytes
+	rss   int64   // bytes: the cgroup's working set, or the group's resident memory
 	cpu   float64 // seconds of CPU time, children reaped included
 }
 
-// sampleGroups sums, per process group id of want, the resident memory and
-// CPU time of its live processes, read from /proc.
-func sampleGroups(fs procfs.FS, want map[int]bool) (map[int]groupUsage, error) {
+// sampleTasks returns, per running task, what its batch uses now: the
+// processes of its cgroup when the status names one (all of them, whatever
+// their session), else of its process group, read from /proc.
+func sampleTasks(fs procfs.FS, tasks []*v1alpha1.Task) (map[string]groupUsage, error) {
+	out := make(map[string]groupUsage, len(tasks))
+	byGroup := map[int]string{}
+	byPid := map[int]string{}
+	for _, t := range tasks {
+		pg := t.Status.ProcessGroup
+		if pg.Cgroup == "" {
+			byGroup[pg.PGID] = t.Metadata.Name
+			continue
+		}
+		g, err := cgroup.LoadDir(pg.Cgroup)
+		if err != nil {
+			byGroup[pg.PGID] = t.Metadata.Name // ended meanwhile, or not readable
+			continue
+		}
+		var u groupUsage
+		if m, err := g.Memory(); err == nil {
+			u.rss = m.WorkingSet
+		}
+		live, _ := g.Live()
+		for _, pid := range live {
+			byPid[pid] = t.Metadata.Name
+		}
+		out[t.Metadata.Name] = u
+	}
 	procs, err := fs.AllProcs()
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int]groupUsage, len(want))
 	for _, p := range procs {
-		st, err := p.Stat()
-		if err != nil || !want[st.PGRP] {
-			continue // gone meanwhile, or another group
+		name, inCgroup := byPid[p.PID]
+		if !inCgroup && len(byGroup) == 0 {
+			continue
 		}
-		u := out[st.PGRP]
+		st, err := p.Stat()
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if !inCgroup {
+			if name = byGroup[st.PGRP]; name == "" {
+				continue // another group
+			}
+		}
+		u := out[name]
 		u.procs++
-		u.rss += int64(st.ResidentMemory())
+		if !inCgroup {
+			u.rss += int64(st.ResidentMemory())
+		}
 		u.cpu += st.CPUTime() + float64(st.CUTime+st.CSTime)/100
-		out[st.PGRP] = u
+		out[name] = u
 	}
 	return out, nil
 }
@@ -47,8 +83,9 @@ func newTopCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "top [NAME]",
 		Short: "Show the memory and CPU the running batches use now, against their contracts",
-		Long: `Show, for each task with a batch in flight, what its process group uses now
-(resident memory of its processes, CPU over --interval, in threads) against
+		Long: `Show, for each task with a batch in flight, what its batch uses now (its
+cgroup's working set and processes, whatever their session, or without a
+cgroup its process group's resident memory; CPU over --interval, in threads) against
 its contract (the memory reserved, the threads granted). It reads /proc: run
 it on the machine of the controller, as the same user or root.`,
 		Args: cobra.MaximumNArgs(1),
@@ -70,11 +107,9 @@ it on the machine of the controller, as the same user or root.`,
 			}
 			sortFiles(files, "queue")
 			var running []*v1alpha1.Task
-			want := map[int]bool{}
 			for _, f := range files {
 				if f.task != nil && f.task.Status.ProcessGroup != nil && f.task.Status.ProcessGroup.PGID > 0 {
 					running = append(running, f.task)
-					want[f.task.Status.ProcessGroup.PGID] = true
 				}
 			}
 			if len(running) == 0 {
@@ -85,7 +120,7 @@ it on the machine of the controller, as the same user or root.`,
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			before, err := sampleGroups(fs, want)
+			before, err := sampleTasks(fs, running)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -95,7 +130,7 @@ it on the machine of the controller, as the same user or root.`,
 				return nil
 			case <-time.After(interval):
 			}
-			after, err := sampleGroups(fs, want)
+			after, err := sampleTasks(fs, running)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -111,14 +146,14 @@ it on the machine of the controller, as the same user or root.`,
 
 // printTop prints one row per running task: memory and CPU now against
 // the contract.
-func printTop(w io.Writer, tasks []*v1alpha1.Task, before, after map[int]groupUsage, over time.Duration) {
+func printTop(w io.Writer, tasks []*v1alpha1.Task, before, after map[string]groupUsage, over time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPHASE\tBATCH\tPROCS\tMEMORY\tCONTRACT\tMEM%\tCPU\tTHREADS\tCPU%")
 	for _, t := range tasks {
 		st := t.Status
-		u := after[st.ProcessGroup.PGID]
+		u := after[t.Metadata.Name]
 		batch, contract, memPct, threads, cpuPct := "-", "-", "-", "-", "-"
-		cpu := max(u.cpu-before[st.ProcessGroup.PGID].cpu, 0) / over.Seconds()
+		cpu := max(u.cpu-before[t.Metadata.Name].cpu, 0) / over.Seconds()
 		if r := st.Reservation; r != nil {
 			batch = fmt.Sprintf("%d/%d", r.Batch, r.BatchRequested)
 			if mem := r.Memory.Value(); mem > 0 {

@@ -49,3 +49,34 @@ spec:
 	}
 	stopController(t, c)
 }
+
+// TestTopCountsProcessesThatLeftTheSession: with cgroups, a process the
+// batch started with setsid is the batch's in top, as in enforcement.
+func TestTopCountsProcessesThatLeftTheSession(t *testing.T) {
+	needCgroups(t)
+	spool := newSpool(t)
+	base := escaperBase(t, 3)
+	path := writeManifest(t, spool, "escape.yaml", `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, '`+escapers(base)+`']
+  items: {count: 1}
+`)
+	startController(t, spool, "--cgroups", "required")
+	waitRunning(t, path)
+	eventually(t, 20*time.Second, "both escaped sleepers", func() bool { return len(escaperPids(base)) == 2 })
+	if readTask(t, path).Status.ProcessGroup.Cgroup == "" {
+		t.Fatalf("the status does not name the batch's cgroup")
+	}
+	// sh, its sleep, and the two that left the session: 4 (the process
+	// group alone has 2).
+	row := regexp.MustCompile(`(?m)^escape\s+Running\s+\S+\s+(\d+)\s`)
+	out, code := runCLI(t, "top", "--spool", spool, "--interval", "100ms")
+	m := row.FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("top: exit %d\n%s", code, out)
+	}
+	if m[1] != "4" {
+		t.Errorf("top counts %s processes, want 4 (the cgroup's):\n%s", m[1], out)
+	}
+}

@@ -80,6 +80,32 @@ type Ref struct {
 	Dirs map[string]string `json:"dirs"`
 }
 
+// Main returns the group's directory in the memory (v1) or unified (v2)
+// hierarchy.
+func (r Ref) Main() string {
+	if r.Version == 1 {
+		return r.Dirs[Memory]
+	}
+	return r.Dirs[Unified]
+}
+
+// LoadDir returns the group whose memory (v1) or unified (v2) directory is
+// dir, for reading: its memory and its processes. The version is the file
+// system's.
+func LoadDir(dir string) (*Group, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	switch st.Type {
+	case unix.CGROUP_SUPER_MAGIC:
+		return Load(Ref{Version: 1, Dirs: map[string]string{Memory: dir}})
+	case unix.CGROUP2_SUPER_MAGIC:
+		return Load(Ref{Version: 2, Dirs: map[string]string{Unified: dir}})
+	}
+	return nil, fmt.Errorf("cgroup %s: not on a cgroup file system", dir)
+}
+
 // Limits are what the kernel enforces on a group. Zero means no limit.
 type Limits struct {
 	// MemoryMax is the hard limit in bytes: past it the kernel reclaims,

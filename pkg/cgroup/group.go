@@ -44,12 +44,7 @@ func (g *Group) Ref() Ref { return g.ref }
 // hierarchy.
 func (g *Group) Dir() string { return g.mainDir() }
 
-func (g *Group) mainDir() string {
-	if g.ref.Version == 1 {
-		return g.ref.Dirs[Memory]
-	}
-	return g.ref.Dirs[Unified]
-}
+func (g *Group) mainDir() string { return g.ref.Main() }
 
 // FD returns the v2 directory's descriptor, for SysProcAttr.UseCgroupFD;
 // -1 on v1 (use EnterThread).
@@ -76,36 +71,59 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: read the cgroups of thread %d: %w", tid, err)
 	}
-	homes := map[string]string{}
-	for c := range g.ref.Dirs {
-		path, ok := ownPath(cur, c)
-		m := g.tree.mounts[c]
-		if !ok || m == nil {
-			return nil, fmt.Errorf("cgroup: thread %d has no %s cgroup", tid, c)
+	// The way back is opened before the way in: inside the batch's memory
+	// cgroup the thread's kernel allocations (an open file) are charged to
+	// the batch, and a small limit would refuse them.
+	var homes, doors []*os.File
+	closeAll := func() {
+		for _, f := range append(homes, doors...) {
+			_ = f.Close()
 		}
-		homes[c] = hierarchyDir(m, path)
 	}
-	var entered []string
-	leave = func() error {
-		var errs []error
-		for _, c := range entered {
-			if err := writeFile(filepath.Join(homes[c], "tasks"), strconv.Itoa(tid)); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
-	}
-	// Memory last: a thread in the batch's freezer but not yet in its
-	// memory group charges nothing to the batch.
-	for _, c := range []string{Freezer, CPUAcct, Memory} {
+	// Memory last in, first out: a thread in the batch's freezer but not
+	// in its memory cgroup charges nothing to the batch.
+	order := []string{Freezer, CPUAcct, Memory}
+	for _, c := range order {
 		d, ok := g.ref.Dirs[c]
 		if !ok {
 			continue
 		}
-		if err := writeFile(filepath.Join(d, "tasks"), strconv.Itoa(tid)); err != nil {
-			return nil, errors.Join(fmt.Errorf("cgroup: enter %s: %w", d, err), leave())
+		path, ok := ownPath(cur, c)
+		m := g.tree.mounts[c]
+		if !ok || m == nil {
+			closeAll()
+			return nil, fmt.Errorf("cgroup: thread %d has no %s cgroup", tid, c)
 		}
-		entered = append(entered, c)
+		home, err := os.OpenFile(filepath.Join(hierarchyDir(m, path), "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		homes = append(homes, home)
+		door, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		doors = append(doors, door)
+	}
+	id := []byte(strconv.Itoa(tid))
+	entered := 0
+	leave = func() error {
+		var errs []error
+		for i := entered - 1; i >= 0; i-- {
+			if _, err := homes[i].Write(id); err != nil {
+				errs = append(errs, fmt.Errorf("cgroup: leave %s: %w", doors[i].Name(), err))
+			}
+		}
+		closeAll()
+		return errors.Join(errs...)
+	}
+	for _, door := range doors {
+		if _, err := door.Write(id); err != nil {
+			return nil, errors.Join(fmt.Errorf("cgroup: enter %s: %w", door.Name(), err), leave())
+		}
+		entered++
 	}
 	return leave, nil
 }

@@ -969,6 +969,9 @@ func (c *Controller) handleNote(x any) {
 	case groupNote:
 		if e := c.entryByName(n.task); e != nil {
 			e.status.ProcessGroup = &v1alpha1.ProcessGroupRef{PGID: n.group.PGID, StartTicks: n.group.StartTicks}
+			if n.group.Cgroup != nil {
+				e.status.ProcessGroup.Cgroup = n.group.Cgroup.Main()
+			}
 			c.markDirty(e, false)
 		}
 	}

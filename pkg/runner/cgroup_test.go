@@ -385,3 +385,25 @@ func TestKillLeftoverRefusesACgroupOutsideALardonSubtree(t *testing.T) {
 		t.Fatalf("KillLeftover of the test's own cgroup: %d, %v; want a refusal", n, err)
 	}
 }
+
+func TestCgroupContractBelowTheKernelFloor(t *testing.T) {
+	needPython(t)
+	tree := testTree(t)
+	// 100 bytes: a mistake, but one the controller must survive (on v1 its
+	// forking thread passes through the batch's cgroup). A command that
+	// needs nothing still runs; one that allocates is still stopped.
+	s := cgSpec(t, tree, "true")
+	s.MemoryLimit = 100
+	if res := start(t, s).Wait(); res.ExitCode != 0 || res.Reason != "" {
+		t.Fatalf("true under a 100-byte contract: %+v; log:\n%s", res, readLog(t, s))
+	}
+	s = cgSpec(t, tree, "python3", "-c", "import time; b = bytearray(b'x') * (64 << 20); time.sleep(2)")
+	s.MemoryLimit = 1 << 20
+	res := start(t, s).Wait()
+	if res.Reason != ReasonMemoryExceeded {
+		t.Fatalf("64 MiB under a 1MiB contract: %+v, want MemoryExceeded; log:\n%s", res, readLog(t, s))
+	}
+	if !strings.Contains(res.Message, "contract 1.0MiB") {
+		t.Errorf("message %q does not name the contract", res.Message)
+	}
+}

@@ -103,13 +103,13 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 		return nil, fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
 	}
 	if s.Cgroup != nil {
-		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.memoryCeiling(), MemorySoft: s.MemoryLimit})
+		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.kernelLimit(s.Cgroup.Version()), MemorySoft: s.MemoryLimit})
 		if err != nil {
 			return fail(fmt.Errorf("create the batch's cgroup: %w", err))
 		}
 		b.cg = cg
 		b.logf("=== batch %d in cgroup v%d %s, memory limit %s ===", s.BatchIndex, s.Cgroup.Version(), cg.Dir(),
-			memoryText(s.memoryCeiling()))
+			memoryText(s.kernelLimit(s.Cgroup.Version())))
 	}
 	if err := b.start(); err != nil {
 		return fail(err)
@@ -355,11 +355,14 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 		m.sample()
 		switch {
 		case m.oomKills > 0:
-			memoryKill(fmt.Sprintf("the kernel killed it at its limit %s (the contract %s plus %s)",
-				governor.FormatBytes(ceiling), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))
+			memoryKill(b.kernelKillMessage())
 		case b.cg == nil && ceiling > 0 && m.peak > ceiling:
 			memoryKill(fmt.Sprintf("peak %s exceeded the contract %s by more than %s",
 				governor.FormatBytes(m.peak), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))
+		case b.cg != nil && ceiling > 0 && ceiling < s.kernelLimit(b.cg.Ref().Version) && m.peakWorkingSet > ceiling:
+			// A contract below the kernel's floor: the sampler holds it.
+			memoryKill(fmt.Sprintf("working set %s exceeded the contract %s by more than %s",
+				governor.FormatBytes(m.peakWorkingSet), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))
 		}
 	}
 	armTimeout := func() {
@@ -447,8 +450,7 @@ loop:
 		memKilled = true
 		// The kernel's kill may have ended the leader itself, before any
 		// sample saw it: the reason is memory, not the signal.
-		reason, msg = ReasonMemoryExceeded, fmt.Sprintf("the kernel killed it at its limit %s (the contract %s plus %s)",
-			governor.FormatBytes(ceiling), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance))
+		reason, msg = ReasonMemoryExceeded, b.kernelKillMessage()
 	}
 
 	res := Result{Reason: reason, Message: msg, Stragglers: stragglers, Started: b.started, Ended: ended, ExitCode: -1}
@@ -501,6 +503,19 @@ loop:
 		_ = os.Remove(b.itemsFile)
 	}
 	b.result = res
+}
+
+// kernelKillMessage says that the kernel killed a process of the batch at
+// its cgroup's limit, with the numbers.
+func (b *Batch) kernelKillMessage() string {
+	s := b.spec
+	limit, ceiling := s.kernelLimit(b.cg.Ref().Version), s.memoryCeiling()
+	if limit > ceiling {
+		return fmt.Sprintf("the kernel killed it at its limit %s (the smallest a batch's cgroup gets; the contract is %s)",
+			governor.FormatBytes(limit), governor.FormatBytes(s.MemoryLimit))
+	}
+	return fmt.Sprintf("the kernel killed it at its limit %s (the contract %s plus %s)",
+		governor.FormatBytes(limit), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance))
 }
 
 // meter takes a batch's memory readings: from its cgroup when it has one,

@@ -195,6 +195,23 @@ func (s Spec) withDefaults() (Spec, error) {
 	return s, nil
 }
 
+// minV1KernelLimit is the smallest hard limit given to a batch's cgroup on
+// cgroup v1. There the controller's forking thread is inside the batch's
+// cgroup from the fork to the exec: under a limit smaller than what an exec
+// charges (page tables, stack, arguments), the kernel's OOM killer may pick
+// the controller itself. A smaller contract is held by the sampler.
+const minV1KernelLimit = 8 << 20
+
+// kernelLimit is the hard limit of the batch's cgroup: the ceiling, raised
+// to minV1KernelLimit on cgroup v1; 0 for no limit.
+func (s Spec) kernelLimit(version int) int64 {
+	c := s.memoryCeiling()
+	if c > 0 && version == 1 {
+		return max(c, minV1KernelLimit)
+	}
+	return c
+}
+
 // memoryCeiling is the memory above which the batch is killed (the
 // cgroup's hard limit, or the sampler's threshold), 0 for no limit.
 func (s Spec) memoryCeiling() int64 {

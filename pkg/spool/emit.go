@@ -174,6 +174,7 @@ func (e *emitter) status(st *v1alpha1.TaskStatus) {
 	e.strOmit("phase", string(st.Phase))
 	if pg := st.ProcessGroup; pg != nil {
 		e.open("processGroup")
+		e.strOmit("cgroup", pg.Cgroup)
 		e.int("pgid", int64(pg.PGID))
 		e.uint("startTicks", pg.StartTicks)
 		e.close()

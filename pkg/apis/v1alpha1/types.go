@@ -280,6 +280,10 @@ type ProcessGroupRef struct {
 	// StartTicks is the leader's start time in clock ticks since boot
 	// (/proc/PID/stat field 22), so a reused pid is never killed.
 	StartTicks uint64 `json:"startTicks"`
+	// Cgroup is the batch's cgroup directory (the memory hierarchy's on
+	// cgroup v1), when it has one: every process of the batch is there,
+	// whatever its process group or session.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // Condition types used in status.conditions.
