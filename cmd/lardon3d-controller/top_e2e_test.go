@@ -65,9 +65,10 @@ spec:
 	startController(t, spool, "--cgroups", "required")
 	waitRunning(t, path)
 	eventually(t, 20*time.Second, "both escaped sleepers", func() bool { return len(escaperPids(base)) == 2 })
-	if readTask(t, path).Status.ProcessGroup.Cgroup == "" {
-		t.Fatalf("the status does not name the batch's cgroup")
-	}
+	eventually(t, 20*time.Second, "the status to name the batch's cgroup", func() bool {
+		pg := readTask(t, path).Status.ProcessGroup
+		return pg != nil && pg.Cgroup != ""
+	})
 	// sh, its sleep, and the two that left the session: 4 (the process
 	// group alone has 2).
 	row := regexp.MustCompile(`(?m)^escape\s+Running\s+\S+\s+(\d+)\s`)
