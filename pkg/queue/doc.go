@@ -6,26 +6,22 @@
 //
 //   - The FIFO: pending tasks ordered by (Task.Seq, Task.Name). Seq comes
 //     from the task's status, so the order survives a controller restart.
-//
 //   - Dependencies: a task whose DependsOn are not all Done waits without
 //     asking the governor (WaitingForDependencies); a dependency that ended
 //     Failed or Rejected holds it (DependencyFailed, naming it; it stays
 //     Pending and continues if the dependency is later made Done); an unknown
 //     dependency holds it (DependencyMissing); a cycle among pending tasks is
 //     Rejected (DependencyCycle, the message names the cycle).
-//
 //   - Admission order: one dispatch scan (scanOnce, a synchronous step; Run is
 //     a thin loop around it) walks the pending tasks in order, calls
 //     Admitter.Refresh once, and asks Admitter.Reserve for each. Only a Wait is
 //     bypassed: the next task is asked. Reject ends the task (Rejected); Admit
 //     and ReduceBatch hand it, with its reservation, to a worker goroutine.
-//
 //   - Waiting: while a task told Wait is pending, Run sleeps at most
 //     Config.RescanWait (500 ms); any signal wakes it at once: a release, an
 //     Upsert, SetPaused or Remove, a worker exit, or Admitter.Changed closing.
 //     The signal is a buffered(1) channel with non-blocking sends. When no
 //     Wait is pending, Run sleeps until a signal. There is no other goroutine.
-//
 //   - Workers: one goroutine per admitted task (at most Config.MaxParallel when
 //     set) runs its batches through BatchRunner, commits progress on exit 0,
 //     records every batch, failed ones included, with Admitter.RecordBatch,
@@ -37,23 +33,19 @@
 //     in strict mode; the task Fails only when that need can never be
 //     granted, Decider permitting) or halves the batch cap (through a
 //     sequence break, not counted as a retry; at BatchMin the task Fails),
-//     and applies
-//     pause, resume and cancel to the running batch (a stopped batch is
+//     and applies pause, resume and cancel to the running batch (a stopped batch is
 //     resumed before it is cancelled, so its group sees the SIGTERM). A
 //     Start error fails the task at once, with the error's Reason() when it
 //     has one, else StartFailed.
-//
 //   - The sequence break between two batches: when the Admitter is a
 //     FreshWaiter, wait (no lock held, bounded by the Admitter) for a
 //     snapshot taken after the batch ended; then release the reservation,
 //     Refresh, offer the budget to the pending tasks ahead of this one in the
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
 //     polling every Config.BoundaryPoll (50 ms) while told Wait.
-//
 //   - A bounded History of the last Config.HistorySize (64) terminal events,
 //     and Snapshot, a point-in-time view of every task (tests read it; get
 //     and describe read the manifests, which the reconciler writes).
-//
 //   - Learning (WithLearner): every finished batch is handed to
 //     Learner.Observe; a task in learned mode, or one killed for memory in
 //     this generation, gets its estimate from Learner.Estimate at every
