@@ -99,6 +99,12 @@ type BatchResult struct {
 	Message string
 	// PeakMemoryBytes is the group's peak resident memory.
 	PeakMemoryBytes int64
+	// PeakWorkingSetBytes is the batch's peak working set, when measured
+	// (0: unknown).
+	PeakWorkingSetBytes int64
+	// InputBytes is the total size of the batch's items that are regular
+	// files (0: none is).
+	InputBytes int64
 	// Started and Ended bound the batch.
 	Started, Ended time.Time
 }

@@ -1,0 +1,171 @@
+package reconcile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+)
+
+// DefaultProvisionalFraction is the share of the memory capacity a task
+// with no estimate and no history reserves for its first batch.
+const DefaultProvisionalFraction = 0.25
+
+// minProvisional is the least a provisional reservation asks for.
+const minProvisional = 64 << 20
+
+// ProfileOf names the history a task's batches feed: spec.resources.profile,
+// else the class and the base name of command[0] (for `sh -c SCRIPT` and
+// the like, the shell and a hash of the script, since the shell says
+// nothing of the program).
+func ProfileOf(spec *v1alpha1.TaskSpec) string {
+	if spec.Resources.Profile != "" {
+		return spec.Resources.Profile
+	}
+	class := string(spec.Class)
+	if class == "" {
+		class = string(v1alpha1.ClassCustom)
+	}
+	prog := "none"
+	if len(spec.Command) > 0 {
+		prog = filepath.Base(spec.Command[0])
+		switch prog {
+		case "sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "python", "python3":
+			sum := sha256.Sum256([]byte(strings.Join(spec.Command[1:], "\x00")))
+			prog += "-" + hex.EncodeToString(sum[:4])
+		}
+	}
+	p := class + "/" + prog
+	if len(p) > history.MaxProfileLen {
+		p = p[:history.MaxProfileLen]
+	}
+	return p
+}
+
+// learner is the queue's Learner: it keeps every finished batch in the
+// book (in memory, at once) and hands it to persist (the history store,
+// asynchronously), and builds the estimates of learning tasks from the
+// profile's model. Lock order: queue, then the book, then the governor.
+type learner struct {
+	book *history.Book
+	gov  interface {
+		Memory() (grantable, free int64)
+	}
+	// provisional is the share of the grantable memory of a first batch
+	// with nothing known; provisionalBytes, when > 0, replaces it.
+	provisional      float64
+	provisionalBytes int64
+	// persist hands a record to the store's writer; it never blocks.
+	persist func(history.Entry)
+	now     func() time.Time
+}
+
+var _ queue.Learner = (*learner)(nil)
+
+// Observe records a finished batch. REQUIRES: called by the queue, its
+// mutex held: no IO here.
+func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
+	rec := history.Record{
+		Time:            res.Ended,
+		Task:            t.Name,
+		Items:           b.Size,
+		Threads:         b.Contract.Threads,
+		InputBytes:      res.InputBytes,
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		WorkingSetBytes: res.PeakWorkingSetBytes,
+		LimitBytes:      b.Contract.MemoryBytes,
+		Duration:        res.Ended.Sub(res.Started),
+		ExitCode:        res.ExitCode,
+		Reason:          res.Reason,
+		KilledForMemory: res.Reason == v1alpha1.ReasonMemoryExceeded,
+	}
+	if rec.WorkingSetBytes == 0 {
+		// Until the runner measures the cgroup's working set, the peak
+		// stands for it.
+		rec.WorkingSetBytes = rec.PeakMemoryBytes
+	}
+	if rec.Time.IsZero() {
+		rec.Time = l.now()
+	}
+	if t.Profile == "" {
+		return
+	}
+	l.book.Add(t.Profile, rec)
+	if l.persist != nil {
+		l.persist(history.Entry{Profile: t.Profile, Record: rec})
+	}
+}
+
+// Estimate is the estimate of a learning task's next batch, or of a task
+// killed for memory (kills > 0):
+//   - a task that stated costs and was never killed keeps them until the
+//     profile's model is firm (learned mode) or for good (declared mode);
+//   - otherwise the model's costs, when it has any (slow start included);
+//   - otherwise a provisional reservation at batch.min.
+//
+// Only the memory costs and the batch cap change; GPU, threads and slots
+// stay as declared.
+func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
+	e := t.Estimate
+	declared := e.FixedMemory > 0 || e.PerItemMemory > 0 || e.PerThreadMemory > 0
+	m := l.book.Model(t.Profile)
+	if kills == 0 && declared && (t.Mode != v1alpha1.EstimateLearned || m.State != history.StateFirm) {
+		return e
+	}
+	if c, ok := m.Costs(l.book.Params()); ok {
+		e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = c.FixedBytes, c.PerItemBytes, c.PerThreadBytes
+		if c.BatchCap > 0 {
+			e.BatchMax = min(e.BatchMax, max(c.BatchCap, e.BatchMin))
+		}
+		return e
+	}
+	// Nothing known: batch.min under a provisional reservation, clamped
+	// to what is free so that it does not wait for a guess.
+	grant, free := l.gov.Memory()
+	p := l.provisionalBytes
+	if p <= 0 {
+		p = int64(float64(grant) * l.provisional)
+	}
+	p = max(min(p, free), min(minProvisional, grant))
+	e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = max(p, 1), 0, 0
+	e.BatchMax = e.BatchMin
+	return e
+}
+
+// Suggestion is what the history says a task should declare.
+type Suggestion struct {
+	// Profile and its model.
+	Profile string
+	Model   history.Model
+	// Costs are the learned costs, margins included (valid when OK).
+	Costs history.Costs
+	OK    bool
+}
+
+// Suggest returns the learned costs of a profile.
+func Suggest(book *history.Book, profile string) Suggestion {
+	m := book.Model(profile)
+	c, ok := m.Costs(book.Params())
+	return Suggestion{Profile: profile, Model: m, Costs: c, OK: ok && m.State >= history.StateSlowStart}
+}
+
+// ResourcesBlock is a resources block to paste, from learned costs.
+func ResourcesBlock(c history.Costs) string {
+	return fmt.Sprintf("resources: {fixed: {memory: %s}, perItem: {memory: %s}, perThread: {memory: %s}}",
+		quantityMi(c.FixedBytes), quantityMi(c.PerItemBytes), quantityMi(c.PerThreadBytes))
+}
+
+// quantityMi rounds bytes up to a whole MiB, in Kubernetes notation.
+func quantityMi(b int64) string {
+	mi := (b + (1 << 20) - 1) >> 20
+	return resource.NewQuantity(mi<<20, resource.BinarySI).String()
+}
