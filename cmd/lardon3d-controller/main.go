@@ -82,6 +82,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newBudgetsCommand(g),
 		newLogsCommand(g),
 		newDeleteCommand(g),
+		newEstimatesCommand(g),
 	)
 	return root
 }

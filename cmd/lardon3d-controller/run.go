@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -176,6 +178,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		stateDir     string
 		killGrace    time.Duration
 		deleteGrace  time.Duration
+		provisional  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -190,9 +193,14 @@ func newRunCommand(g *globals) *cobra.Command {
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
 	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go (default SPOOL/.lardon3d)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
+	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate and no history reserves: a share of the memory capacity (25%) or a quantity (1Gi), clamped to what is free")
 	f.DurationVar(&deleteGrace, "delete-grace", spool.DefaultDeleteGrace, "how long a vanished manifest may take to come back (an editor's save) or to reappear renamed before its task is cancelled")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := newLogger(g, cmd.ErrOrStderr())
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		provFrac, provBytes, err := parseProvisional(provisional)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -252,6 +260,9 @@ func newRunCommand(g *globals) *cobra.Command {
 			ExitWhenDone: exitWhenDone,
 			KillGrace:    killGrace,
 			Queue:        qcfg,
+
+			ProvisionalFraction: provFrac,
+			ProvisionalBytes:    provBytes,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Metrics: m, Logger: log})
 
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -269,4 +280,21 @@ func newRunCommand(g *globals) *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// parseProvisional reads --provisional-memory: a percentage of the memory
+// capacity in (0, 100], or a positive quantity.
+func parseProvisional(v string) (fraction float64, bytes int64, err error) {
+	if pct, ok := strings.CutSuffix(strings.TrimSpace(v), "%"); ok {
+		f, err := strconv.ParseFloat(pct, 64)
+		if err != nil || f <= 0 || f > 100 {
+			return 0, 0, fmt.Errorf("--provisional-memory %q: want a percentage in (0, 100] or a quantity", v)
+		}
+		return f / 100, 0, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() <= 0 {
+		return 0, 0, fmt.Errorf("--provisional-memory %q: want a percentage in (0, 100] or a quantity", v)
+	}
+	return 0, q.Value(), nil
 }

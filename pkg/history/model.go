@@ -299,6 +299,20 @@ func (m Model) Costs(p Params) (Costs, bool) {
 	return m.raise(c, p), true
 }
 
+// SmallCosts are costs valid for batches of at most MaxItems when the
+// model knows a single batch size (ItemsVaried false): the largest peak
+// seen, margins included, as a fixed cost. Costs is exact at that size
+// and safe above it, but not below (it assumes no fixed cost); a caller
+// that may run a smaller batch uses these. ok is false for other states.
+func (m Model) SmallCosts(p Params) (Costs, bool) {
+	p = p.withDefaults()
+	if m.State < StateSlowStart || m.ItemsVaried {
+		return Costs{}, false
+	}
+	c := Costs{FixedBytes: satAdd(toBytes(float64(m.MaxPeak)*(1+p.Margin)), p.MarginBytes), BatchCap: m.MaxItems}
+	return m.raise(c, p), true
+}
+
 // raise scales c up until every censored batch gets more than it had:
 // need > killed bytes + MarginBytes, or the bumped need when no batch
 // succeeded since the kill. Scaling keeps the shape of the costs, so a

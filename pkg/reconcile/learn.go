@@ -108,7 +108,8 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 // Estimate is the estimate of a learning task's next batch, or of a task
 // killed for memory (kills > 0):
 //   - a task that stated costs and was never killed keeps them until the
-//     profile's model is firm (learned mode) or for good (declared mode);
+//     profile's model has Params.MinSamples successful batches (learned
+//     mode) or for good (declared mode);
 //   - otherwise the model's costs, when it has any (slow start included);
 //   - otherwise a provisional reservation at batch.min.
 //
@@ -118,10 +119,21 @@ func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
 	e := t.Estimate
 	declared := e.FixedMemory > 0 || e.PerItemMemory > 0 || e.PerThreadMemory > 0
 	m := l.book.Model(t.Profile)
-	if kills == 0 && declared && (t.Mode != v1alpha1.EstimateLearned || m.State != history.StateFirm) {
+	p := l.book.Params()
+	if kills == 0 && declared && (t.Mode != v1alpha1.EstimateLearned || m.Samples < p.MinSamples) {
 		return e
 	}
-	if c, ok := m.Costs(l.book.Params()); ok {
+	if c, ok := m.Costs(p); ok {
+		if small, ok := m.SmallCosts(p); ok {
+			// One batch size known (n0): the costs assume no fixed cost,
+			// exact at n0 and safe above it only. The items left below
+			// n0 get the peak at n0; else the batch is at least n0.
+			if t.ItemsTotal-t.ItemsDone < m.MaxItems {
+				c = small
+			} else {
+				e.BatchMin = max(e.BatchMin, min(m.MaxItems, e.BatchMax))
+			}
+		}
 		e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = c.FixedBytes, c.PerItemBytes, c.PerThreadBytes
 		if c.BatchCap > 0 {
 			e.BatchMax = min(e.BatchMax, max(c.BatchCap, e.BatchMin))
@@ -131,12 +143,12 @@ func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
 	// Nothing known: batch.min under a provisional reservation, clamped
 	// to what is free so that it does not wait for a guess.
 	grant, free := l.gov.Memory()
-	p := l.provisionalBytes
-	if p <= 0 {
-		p = int64(float64(grant) * l.provisional)
+	prov := l.provisionalBytes
+	if prov <= 0 {
+		prov = int64(float64(grant) * l.provisional)
 	}
-	p = max(min(p, free), min(minProvisional, grant))
-	e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = max(p, 1), 0, 0
+	prov = max(min(prov, free), min(minProvisional, grant))
+	e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = max(prov, 1), 0, 0
 	e.BatchMax = e.BatchMin
 	return e
 }
