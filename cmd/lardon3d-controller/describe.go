@@ -191,7 +191,11 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 		fmt.Fprintf(tw, "Efficiency:\t%.0f%% of the reserved memory used at peak, on average\n", 100*e.Efficiency)
 	}
 	if e.OK {
-		fmt.Fprintf(tw, "Suggested:\t%s\n", reconcile.ResourcesBlock(e.Costs))
+		note := ""
+		if e.Note != "" {
+			note = " (" + e.Note + ")"
+		}
+		fmt.Fprintf(tw, "Suggested:\t%s%s\n", reconcile.ResourcesBlock(e.Costs), note)
 	}
 	if left := st.Progress.ItemsTotal - st.Progress.ItemsDone; left > 0 && e.DurationPerItem > 0 && !v1alpha1.IsTerminal(st.Phase) {
 		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s per item, from the profile's batches)\n",

@@ -81,6 +81,9 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 		}
 		if e.OK {
 			sug = reconcile.ResourcesBlock(e.Costs)
+			if e.Note != "" {
+				sug += " (" + e.Note + ")"
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Profile), e.State, e.Samples, e.Censored,
 			governor.FormatBytes(e.FittedFixed), governor.FormatBytes(e.FittedPerItem), governor.FormatBytes(e.FittedPerThread),

@@ -114,3 +114,85 @@ func keysOf(m map[string][]history.Record) []string {
 	}
 	return out
 }
+
+// synthTask is a manifest of a lardon3d-synth task (96 MiB + 24 MiB per
+// item) with the given resources lines.
+func synthTask(name string, items int, resources string) string {
+	return fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
+kind: Task
+metadata: {name: %s}
+spec:
+  command: [lardon3d-synth, --fixed, 96Mi, --per-item, 24Mi, --cpu-per-item, 10ms, --hold, 300ms]
+  items: {count: %d}
+%s`, name, items, resources)
+}
+
+// A declaration at 0.7× the real costs: declared (the default) retries
+// each killed batch under its measured need and ends Done, with an
+// EstimateTooLow condition saying by how much and what to declare;
+// strict fails as before.
+func TestDeclaredTooLowIsRetriedNotFailed(t *testing.T) {
+	spool := newSpool(t)
+	low := "  resources: {fixed: {memory: 67Mi}, perItem: {memory: 17Mi}, batch: {max: 8}%s}\n"
+	writeManifest(t, spool, "low.yaml", synthTask("low", 16, fmt.Sprintf(low, "")))
+	writeManifest(t, spool, "strict.yaml", synthTask("strict", 16, fmt.Sprintf(low, ", estimate: strict, profile: strict-synth")))
+	c := startController(t, spool, "--exit-when-done", "--memory-capacity", "4Gi")
+	if code := c.wait(t, 3*time.Minute); code != 1 {
+		t.Fatalf("exit code %d, want 1 (the strict task fails)", code)
+	}
+	task := readTask(t, filepath.Join(spool, "low.yaml"))
+	if task.Status.Phase != v1alpha1.PhaseDone {
+		t.Fatalf("low: %s %+v", task.Status.Phase, task.Status.Conditions)
+	}
+	var cond string
+	for _, c := range task.Status.Conditions {
+		if c.Type == v1alpha1.ConditionEstimateLow && c.Status == "True" {
+			cond = c.Message
+		}
+	}
+	t.Logf("EstimateTooLow: %s", cond)
+	if !strings.Contains(cond, "killed for memory") || !strings.Contains(cond, "% more") || !strings.Contains(cond, "suggested: resources: {fixed:") {
+		t.Errorf("EstimateTooLow condition: %q", cond)
+	}
+	strict := readTask(t, filepath.Join(spool, "strict.yaml"))
+	if strict.Status.Phase != v1alpha1.PhaseFailed || !strings.Contains(strict.Status.LastBatch.Reason, v1alpha1.ReasonMemoryExceeded) {
+		t.Errorf("strict: %s, last batch %+v", strict.Status.Phase, strict.Status.LastBatch)
+	}
+}
+
+// The history survives a restart: tasks of a known profile start at the
+// learned need, not at a provisional guess.
+func TestHistorySurvivesRestart(t *testing.T) {
+	spool := newSpool(t)
+	for i := range 3 {
+		writeManifest(t, spool, fmt.Sprintf("a%d.yaml", i), synthTask(fmt.Sprintf("a%d", i), 8, ""))
+	}
+	if code := startController(t, spool, "--exit-when-done", "--memory-capacity", "4Gi").wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("first run: exit %d", code)
+	}
+	for i := range 2 {
+		writeManifest(t, spool, fmt.Sprintf("b%d.yaml", i), synthTask(fmt.Sprintf("b%d", i), 8, ""))
+	}
+	if code := startController(t, spool, "--exit-when-done", "--memory-capacity", "4Gi").wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("second run: exit %d", code)
+	}
+	s, err := history.Open(filepath.Join(spool, ".lardon3d", history.FileName), history.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, _, _ := s.Load()
+	seen := 0
+	for _, r := range all["custom/lardon3d-synth"] {
+		if !strings.HasPrefix(r.Task, "b") {
+			continue
+		}
+		seen++
+		if ratio := float64(r.LimitBytes) / float64(r.PeakMemoryBytes); ratio > 1.25 || ratio < 1 {
+			t.Errorf("after the restart, %s ran %d items under %d MiB for a peak of %d MiB", r.Task, r.Items, r.LimitBytes>>20, r.PeakMemoryBytes>>20)
+		}
+	}
+	if seen < 2 {
+		t.Fatalf("the second run's batches are not in the history (%d)", seen)
+	}
+}

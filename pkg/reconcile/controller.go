@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -1034,6 +1035,10 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 		st.ProcessGroup = nil
 		if r.Reason == v1alpha1.ReasonMemoryExceeded && e.task.Spec.Resources.EffectiveEstimate() != v1alpha1.EstimateStrict {
 			c.setCondition(e, v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, v1alpha1.ReasonMemoryExceeded, c.estimateLowMessage(e, b, r))
+		} else if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionEstimateLow); cond != nil && r.ExitCode == 0 && r.Reason == "" {
+			// A batch succeeded since: the suggestion is the model's now.
+			base, _, _ := strings.Cut(cond.Message, suggestionSep)
+			c.setCondition(e, v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, cond.Reason, base+c.suggestion(e, b.Size, 0))
 		}
 		st.Progress.ItemsDone, st.Progress.BatchesDone = ev.ItemsDone, ev.BatchesDone
 		c.metrics.ObserveBatch(string(e.task.Spec.Class), r.Ended.Sub(r.Started), r.PeakMemoryBytes)
@@ -1240,10 +1245,24 @@ func (c *Controller) estimateLowMessage(e *entry, b *queue.Batch, r *queue.Batch
 		msg += fmt.Sprintf(" (%d%% more)", (used-had)*100/had)
 	}
 	msg += "; retried under the measured need"
+	return msg + c.suggestion(e, b.Size, used)
+}
+
+// suggestionSep starts the suggestion of an EstimateTooLow message.
+const suggestionSep = "; suggested: "
+
+// suggestion is what to declare: the profile's learned block when it has
+// one, else the bumped need of a batch killed at used bytes.
+func (c *Controller) suggestion(e *entry, size, used int64) string {
 	if s := Suggest(c.book, ProfileOf(&e.task.Spec)); s.OK {
-		msg += fmt.Sprintf("; from %d batches, declare %s", s.Model.Samples, ResourcesBlock(s.Costs))
-	} else {
-		msg += fmt.Sprintf("; declare at least %s for a batch of %d", governor.FormatBytes(history.Params{}.Bump(used)), b.Size)
+		note := fmt.Sprintf("from %d batches", s.Model.Samples)
+		if s.Note != "" {
+			note += "; " + s.Note
+		}
+		return fmt.Sprintf("%s%s (%s)", suggestionSep, ResourcesBlock(s.Costs), note)
 	}
-	return msg
+	if used <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%sat least %s for a batch of %d", suggestionSep, governor.FormatBytes(history.Params{}.Bump(used)), size)
 }

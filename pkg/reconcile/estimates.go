@@ -36,6 +36,8 @@ type ProfileEstimate struct {
 	// Costs are the estimate the model gives (margins included), when OK.
 	Costs history.Costs `json:"costs"`
 	OK    bool          `json:"ok"`
+	// Note qualifies the suggested costs.
+	Note string `json:"note,omitempty"`
 	// MaxItems, MaxThreads and MaxPeak of the successful batches.
 	MaxItems   int64 `json:"maxItems"`
 	MaxThreads int   `json:"maxThreads"`
@@ -57,7 +59,7 @@ func EstimateOf(book *history.Book, profile string) ProfileEstimate {
 		Profile: profile, State: m.State.String(),
 		Samples: m.Samples, Censored: m.Censored, Total: m.Total,
 		FittedFixed: int64(m.Fixed), FittedPerItem: int64(m.PerItem), FittedPerThread: int64(m.PerThread),
-		Residual: int64(m.Residual), Costs: s.Costs, OK: s.OK,
+		Residual: int64(m.Residual), Costs: s.Costs, OK: s.OK, Note: s.Note,
 		MaxItems: m.MaxItems, MaxThreads: m.MaxThreads, MaxPeak: m.MaxPeak,
 		DurationFixed: m.DurationFixed, DurationPerItem: m.DurationPerItem,
 		Efficiency: m.Efficiency, LastBatch: m.LastTime,

@@ -161,13 +161,24 @@ type Suggestion struct {
 	// Costs are the learned costs, margins included (valid when OK).
 	Costs history.Costs
 	OK    bool
+	// Note qualifies the suggestion (empty when none).
+	Note string
 }
 
-// Suggest returns the learned costs of a profile.
+// Suggest returns the learned costs of a profile. With a single batch size
+// seen, fixed and per-item costs cannot be told apart: the suggestion is
+// then the peak at that size as a fixed cost (safe up to it), and Note
+// says so.
 func Suggest(book *history.Book, profile string) Suggestion {
 	m := book.Model(profile)
-	c, ok := m.Costs(book.Params())
-	return Suggestion{Profile: profile, Model: m, Costs: c, OK: ok && m.State >= history.StateSlowStart}
+	p := book.Params()
+	c, ok := m.Costs(p)
+	s := Suggestion{Profile: profile, Model: m, Costs: c, OK: ok && m.State >= history.StateSlowStart}
+	if small, ok := m.SmallCosts(p); ok {
+		s.Costs = small
+		s.Note = fmt.Sprintf("only batches of %d items seen: valid up to that size", m.MaxItems)
+	}
+	return s
 }
 
 // ResourcesBlock is a resources block to paste, from learned costs.
