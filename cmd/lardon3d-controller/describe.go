@@ -180,7 +180,7 @@ func qty(q *resource.Quantity) string {
 // reservations, a block to paste, and an ETA from the time per item.
 func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatus, e *reconcile.ProfileEstimate) {
 	mode := sp.Resources.EffectiveEstimate()
-	fmt.Fprintf(tw, "Estimate mode:\t%s (profile %s)\n", mode, cell(reconcile.ProfileOf(sp)))
+	fmt.Fprintf(tw, "Costs from:\t%s estimate (profile %s)\n", mode, cell(reconcile.ProfileOf(sp)))
 	if e == nil || e.Total == 0 {
 		fmt.Fprintf(tw, "Measured:\tnothing yet\n")
 		return
