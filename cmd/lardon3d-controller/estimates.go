@@ -85,9 +85,13 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 				sug += " (" + e.Note + ")"
 			}
 		}
+		fixed, perItem, perThread := governor.FormatBytes(e.FittedFixed), governor.FormatBytes(e.FittedPerItem), governor.FormatBytes(e.FittedPerThread)
+		if e.Note != "" || e.Samples == 0 {
+			// One batch size seen (or none): the costs are not separable.
+			fixed, perItem, perThread = "-", "-", "-"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Profile), e.State, e.Samples, e.Censored,
-			governor.FormatBytes(e.FittedFixed), governor.FormatBytes(e.FittedPerItem), governor.FormatBytes(e.FittedPerThread),
-			eff, e.DurationPerItem.Round(1e6), sug)
+			fixed, perItem, perThread, eff, e.DurationPerItem.Round(1e6), sug)
 	}
 	return tw.Flush()
 }
