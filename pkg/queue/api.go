@@ -36,8 +36,9 @@ type Learner interface {
 	// Observe records a finished batch of t, whatever its outcome.
 	Observe(t *Task, b Batch, res BatchResult)
 	// Estimate is the estimate for t's next batch, kills being the number
-	// of its batches killed for memory in this generation. The queue caps
-	// the batch by the items left afterwards.
+	// of its batches killed for memory in this generation; it is asked for
+	// every task not in strict mode at every admission, so it must be
+	// cheap. The queue caps the batch by the items left afterwards.
 	Estimate(t *Task, kills int) governor.Estimate
 }
 
@@ -142,7 +143,8 @@ type Task struct {
 	// (only Paused is taken from it); a different generation does.
 	Generation int64
 	// Mode says how the memory costs are chosen (see v1alpha1.EstimateMode):
-	// with a Learner, a learned task asks it for every estimate, and a
+	// with a Learner, a task not in strict mode asks it for every estimate
+	// (a declared one gets its declaration back unless proven too low), and a
 	// batch killed for memory of a declared or learned task is retried
 	// under the Learner's revised estimate instead of a halved batch. A
 	// strict task (or any task without a Learner) keeps Estimate, halves

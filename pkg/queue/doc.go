@@ -47,9 +47,8 @@
 //     and Snapshot, a point-in-time view of every task (tests read it; get
 //     and describe read the manifests, which the reconciler writes).
 //   - Learning (WithLearner): every finished batch is handed to
-//     Learner.Observe; a task in learned mode, or one killed for memory in
-//     this generation, gets its estimate from Learner.Estimate at every
-//     admission. The Learner is called with the queue's mutex held (lock
+//     Learner.Observe; a task not in strict mode gets its estimate from
+//     Learner.Estimate at every admission. The Learner is called with the queue's mutex held (lock
 //     order: queue, then Learner, then governor) and never calls back.
 //
 // # What it never does

@@ -134,8 +134,8 @@ func ContractMessage(c governor.Contract) string {
 		c.Batch, c.BatchRequested, c.Threads, governor.FormatBytes(c.MemoryBytes))
 }
 
-// lockedEstimate is the task's estimate (the Learner's when the task
-// learns, or was killed for memory) with BatchMax capped by the items
+// lockedEstimate is the task's estimate (the Learner's for a task not in
+// strict mode) with BatchMax capped by the items
 // left and by the cap a MemoryExceeded set; BatchMin never exceeds it.
 // REQUIRES: q.mu held.
 func (q *Queue) lockedEstimate(e *entry) governor.Estimate {
@@ -144,7 +144,7 @@ func (q *Queue) lockedEstimate(e *entry) governor.Estimate {
 		hi = e.memCap
 	}
 	est := e.task.Estimate
-	if q.learns(e) && (e.task.Mode == v1alpha1.EstimateLearned || e.kills > 0) {
+	if q.learns(e) {
 		est = q.learn.Estimate(&e.task, e.kills)
 	}
 	return est.CappedAt(hi)

@@ -108,8 +108,10 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 // Estimate is the estimate of a learning task's next batch, or of a task
 // killed for memory (kills > 0):
 //   - a task that stated costs and was never killed keeps them until the
-//     profile's model has Params.MinSamples successful batches (learned
-//     mode) or for good (declared mode);
+//     profile's model has Params.MinSamples successful batches; then, in
+//     learned mode, the model's costs; in declared mode, the declared
+//     costs unless they give less than the model (the declaration was
+//     proven too low by the profile's batches);
 //   - otherwise the model's costs, when it has any (slow start included);
 //   - otherwise a provisional reservation at batch.min.
 //
@@ -120,10 +122,19 @@ func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
 	declared := e.FixedMemory > 0 || e.PerItemMemory > 0 || e.PerThreadMemory > 0
 	m := l.book.Model(t.Profile)
 	p := l.book.Params()
-	if kills == 0 && declared && (t.Mode != v1alpha1.EstimateLearned || m.Samples < p.MinSamples) {
-		return e
+	c, ok := m.Costs(p)
+	if kills == 0 && declared {
+		switch {
+		case m.Samples < p.MinSamples:
+			return e
+		case t.Mode != v1alpha1.EstimateLearned && !(ok && l.belowMeasured(e, c)):
+			// The declaration stands unless the profile's batches proved
+			// it too low: then every task of the profile gets the
+			// measured need, not only those killed.
+			return e
+		}
 	}
-	if c, ok := m.Costs(p); ok {
+	if ok {
 		if small, ok := m.SmallCosts(p); ok {
 			// One batch size known (n0): the costs assume no fixed cost,
 			// exact at n0 and safe above it only. The items left below
@@ -151,6 +162,17 @@ func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
 	e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = max(prov, 1), 0, 0
 	e.BatchMax = e.BatchMin
 	return e
+}
+
+// belowMeasured reports whether the declared estimate e gives its largest
+// batch less than the learned costs c do.
+func (l *learner) belowMeasured(e governor.Estimate, c history.Costs) bool {
+	n := e.BatchMax
+	if c.BatchCap > 0 {
+		n = min(n, max(c.BatchCap, e.BatchMin))
+	}
+	declared := e.FixedMemory + e.PerItemMemory*n + e.PerThreadMemory*int64(e.Threads)
+	return c.Need(n, e.Threads) > declared
 }
 
 // Suggestion is what the history says a task should declare.
@@ -187,8 +209,13 @@ func ResourcesBlock(c history.Costs) string {
 		quantityMi(c.FixedBytes), quantityMi(c.PerItemBytes), quantityMi(c.PerThreadBytes))
 }
 
-// quantityMi rounds bytes up to a whole MiB, in Kubernetes notation.
+// quantityMi rounds bytes up to a whole MiB (a whole KiB below 64 MiB, so
+// that small per-item costs are not inflated), in Kubernetes notation.
 func quantityMi(b int64) string {
-	mi := (b + (1 << 20) - 1) >> 20
-	return resource.NewQuantity(mi<<20, resource.BinarySI).String()
+	unit := int64(1 << 20)
+	if b < 64<<20 {
+		unit = 1 << 10
+	}
+	n := (b + unit - 1) / unit
+	return resource.NewQuantity(n*unit, resource.BinarySI).String()
 }

@@ -108,6 +108,22 @@ func TestLearnerDeclared(t *testing.T) {
 		t.Fatalf("after a kill at 240MiB: %d MiB for a batch of %d", need/mi, e.BatchMax)
 	}
 
+	// Another task of the profile, declared as low, is not killed in turn
+	// once the profile's batches proved the declaration too low; one
+	// declared above the measured need keeps its declaration.
+	for _, n := range []int64{2, 5, 9} {
+		finish(l, tk, n, 64*mi+16*mi*n, 0, false)
+	}
+	other := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	other.Name = "other"
+	if e := l.Estimate(other, 0); e.FixedMemory+e.PerItemMemory*min(16, e.BatchMax) < 64*mi+16*mi*min(16, e.BatchMax) {
+		t.Fatalf("a second task declared too low, profile firm: %+v, below the measured need", e)
+	}
+	generous := learnTask(v1alpha1.EstimateDeclared, 500*mi, 30*mi)
+	if e := l.Estimate(generous, 0); e != generous.Estimate {
+		t.Fatalf("a generous declaration was changed: %+v", e)
+	}
+
 	l = newTestLearner(4096 * mi)
 	tk = learnTask(v1alpha1.EstimateLearned, 2*(64*mi), 2*(16*mi)) // declared twice the truth
 	if e := l.Estimate(tk, 0); e != tk.Estimate {
@@ -119,5 +135,27 @@ func TestLearnerDeclared(t *testing.T) {
 	e = l.Estimate(tk, 0)
 	if need := e.FixedMemory + 16*e.PerItemMemory; float64(need) > 1.25*float64(64*mi+16*16*mi) {
 		t.Fatalf("learned, firm: %d MiB for 16 items, want the model's (about %d MiB), not the declaration", need/mi, (64*mi+16*16*mi)/mi)
+	}
+}
+
+// The queue asks the learner at every admission of every task not in
+// strict mode: the declared path must stay cheap.
+func BenchmarkLearnerEstimateDeclared(b *testing.B) {
+	l := newTestLearner(4096 * mi)
+	tk := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	for _, n := range []int64{2, 5, 9, 16} {
+		finish(l, tk, n, 64*mi+16*mi*n, 0, false)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = l.Estimate(tk, 0)
+	}
+}
+
+func TestResourcesBlockRounding(t *testing.T) {
+	got := ResourcesBlock(history.Costs{FixedBytes: 300*mi + 1, PerItemBytes: 13*mi + mi/10, PerThreadBytes: 0})
+	want := "resources: {fixed: {memory: 301Mi}, perItem: {memory: 13415Ki}, perThread: {memory: 0}}"
+	if got != want {
+		t.Fatalf("%s\nwant %s", got, want)
 	}
 }
