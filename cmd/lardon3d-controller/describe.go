@@ -197,6 +197,9 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 		}
 		fmt.Fprintf(tw, "Suggested:\t%s%s\n", reconcile.ResourcesBlock(e.Costs), note)
 	}
+	if e.EfficientBatch > 0 {
+		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item; suggested batch.max %d (or --batch-policy efficient)\n", e.EfficientBatch, e.EfficientBatch)
+	}
 	if left := st.Progress.ItemsTotal - st.Progress.ItemsDone; left > 0 && e.DurationPerItem > 0 && !v1alpha1.IsTerminal(st.Phase) {
 		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s per item, from the profile's batches)\n",
 			eta(left, e).Round(time.Second), left, e.DurationPerItem.Round(time.Millisecond))

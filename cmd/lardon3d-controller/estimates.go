@@ -73,7 +73,7 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROFILE\tSTATE\tBATCHES\tKILLED\tFIXED\tPER ITEM\tPER THREAD\tPEAK/RESERVED\tPER ITEM TIME\tSUGGESTED")
+	fmt.Fprintln(tw, "PROFILE\tSTATE\tBATCHES\tKILLED\tFIXED\tPER ITEM\tPER THREAD\tPEAK/RESERVED\tPER ITEM TIME\tBEST BATCH\tSUGGESTED")
 	for _, e := range est {
 		eff, sug := "-", "-"
 		if e.Efficiency > 0 {
@@ -90,8 +90,16 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 			// One batch size seen (or none): the costs are not separable.
 			fixed, perItem, perThread = "-", "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Profile), e.State, e.Samples, e.Censored,
-			fixed, perItem, perThread, eff, e.DurationPerItem.Round(1e6), sug)
+		best := "-"
+		if e.EfficientBatch > 0 {
+			// Larger batches were seen to cost more per item.
+			best = fmt.Sprint(e.EfficientBatch)
+			if e.OK {
+				sug += fmt.Sprintf(", batch: {max: %d}", e.EfficientBatch)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Profile), e.State, e.Samples, e.Censored,
+			fixed, perItem, perThread, eff, e.DurationPerItem.Round(1e6), best, sug)
 	}
 	return tw.Flush()
 }

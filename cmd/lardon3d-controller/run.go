@@ -179,6 +179,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		killGrace    time.Duration
 		deleteGrace  time.Duration
 		provisional  string
+		batchPolicy  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -193,6 +194,7 @@ func newRunCommand(g *globals) *cobra.Command {
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
 	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go (default SPOOL/.lardon3d)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
+	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchLargest, "which batch among those that fit: largest, or efficient (the least predicted time per item, once a profile's batches showed larger ones cost more per item)")
 	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate and no history reserves: a share of the memory capacity (25%) or a quantity (1Gi), clamped to what is free")
 	f.DurationVar(&deleteGrace, "delete-grace", spool.DefaultDeleteGrace, "how long a vanished manifest may take to come back (an editor's save) or to reappear renamed before its task is cancelled")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -203,6 +205,9 @@ func newRunCommand(g *globals) *cobra.Command {
 		provFrac, provBytes, err := parseProvisional(provisional)
 		if err != nil {
 			return &exitError{code: 2, err: err}
+		}
+		if batchPolicy != reconcile.BatchLargest && batchPolicy != reconcile.BatchEfficient {
+			return &exitError{code: 2, err: fmt.Errorf("--batch-policy %q: want largest or efficient", batchPolicy)}
 		}
 		bc, err := loadBudgets()
 		if err != nil {
@@ -263,6 +268,7 @@ func newRunCommand(g *globals) *cobra.Command {
 
 			ProvisionalFraction: provFrac,
 			ProvisionalBytes:    provBytes,
+			BatchPolicy:         batchPolicy,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Metrics: m, Logger: log})
 
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -129,6 +129,12 @@ type Model struct {
 	// DurationFixed and DurationPerItem fit the successful batches'
 	// duration ≈ DurationFixed + DurationPerItem·items.
 	DurationFixed, DurationPerItem time.Duration
+	// EfficientBatch is the batch size with the least predicted time per
+	// item when larger batches were seen to cost more per item (0: none
+	// seen); BatchTimeGrowth is the fitted extra time per item², the
+	// quadratic term of duration ≈ a + b·n + c·n².
+	EfficientBatch  int64
+	BatchTimeGrowth time.Duration
 	// Efficiency is the mean of peak ÷ reserved memory over the successful
 	// batches whose reservation is known (0: none), as Slurm's seff.
 	Efficiency float64
@@ -262,6 +268,37 @@ func (m *Model) fitDuration(ok []Record) {
 	beta, _ := fitNonNegative([][]float64{items}, secs)
 	m.DurationFixed = time.Duration(max(beta[0], 0) * float64(time.Second))
 	m.DurationPerItem = time.Duration(beta[1] * float64(time.Second))
+	m.fitBatchCost(items, secs)
+}
+
+// fitBatchCost looks for batches that cost more per item as they grow:
+// duration ≈ a + b·n + c·n² with c > 0 puts the least time per item,
+// a/n + b + c·n, at n* = √(a/c). EfficientBatch is n* when at least three
+// batch sizes were seen and n* saves at least 5 % per item against the
+// largest batch seen; 0 otherwise.
+func (m *Model) fitBatchCost(items, secs []float64) {
+	distinct := map[float64]bool{}
+	sq := make([]float64, len(items))
+	for i, n := range items {
+		distinct[n] = true
+		sq[i] = n * n
+	}
+	if len(distinct) < 3 {
+		return
+	}
+	beta, _ := fitNonNegative([][]float64{items, sq}, secs)
+	a, b, c := max(beta[0], 0), beta[1], beta[2]
+	if a <= 0 || c <= 0 {
+		return
+	}
+	per := func(n float64) float64 { return a/n + b + c*n }
+	star := math.Sqrt(a / c)
+	largest := float64(m.MaxItems)
+	if star >= largest || per(star) > 0.95*per(largest) {
+		return
+	}
+	m.EfficientBatch = max(int64(math.Round(star)), 1)
+	m.BatchTimeGrowth = time.Duration(c * float64(time.Second))
 }
 
 // Costs turns the model into an estimate: the fit, the residual quantile

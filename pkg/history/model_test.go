@@ -248,3 +248,26 @@ func TestCostsMarginAndCap(t *testing.T) {
 		t.Errorf("efficiency %.2f, want peak/limit in (0.5, 1)", m.Efficiency)
 	}
 }
+
+// Batches that cost more per item as they grow (kernel time per GiB
+// rising with the batch's memory) give an efficient batch size; batches
+// whose time per item only falls give none.
+func TestEfficientBatch(t *testing.T) {
+	var recs []Record
+	for i, n := range []int64{4, 8, 16, 24, 32, 48, 64} {
+		secs := 2 + 0.2*float64(n) + 0.005*float64(n*n) // least per item at √(2/0.005) = 20
+		recs = append(recs, Record{Time: time.Unix(int64(i), 0), Items: n, Threads: 1, PeakMemoryBytes: (300 + 60*n) * mib,
+			Duration: time.Duration(secs * float64(time.Second))})
+	}
+	m := Fit(recs, Params{})
+	if m.EfficientBatch < 19 || m.EfficientBatch > 21 {
+		t.Fatalf("efficient batch %d, want about 20", m.EfficientBatch)
+	}
+	for i := range recs {
+		n := float64(recs[i].Items)
+		recs[i].Duration = time.Duration((2 + 0.2*n) * float64(time.Second))
+	}
+	if m := Fit(recs, Params{}); m.EfficientBatch != 0 {
+		t.Fatalf("linear durations: efficient batch %d, want none", m.EfficientBatch)
+	}
+}

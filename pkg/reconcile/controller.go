@@ -56,7 +56,17 @@ type Config struct {
 	// instead.
 	ProvisionalFraction float64
 	ProvisionalBytes    int64
+	// BatchPolicy chooses among the batches that fit: BatchLargest (the
+	// default) or BatchEfficient (the least predicted time per item, once
+	// a profile's batches showed larger ones cost more per item).
+	BatchPolicy string
 }
+
+// The batch policies.
+const (
+	BatchLargest   = "largest"
+	BatchEfficient = "efficient"
+)
 
 // Metrics is what the controller reports to; nil-safe use through noMetrics.
 type Metrics interface {
@@ -225,8 +235,9 @@ func New(cfg Config, deps Deps) *Controller {
 	l := &learner{
 		book: c.book, gov: deps.Governor,
 		provisional: cfg.ProvisionalFraction, provisionalBytes: cfg.ProvisionalBytes,
-		persist: func(e history.Entry) { c.inbox.push(e) },
-		now:     time.Now,
+		efficient: cfg.BatchPolicy == BatchEfficient,
+		persist:   func(e history.Entry) { c.inbox.push(e) },
+		now:       time.Now,
 	}
 	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }), queue.WithLearner(l))
 	return c

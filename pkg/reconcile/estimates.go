@@ -45,6 +45,10 @@ type ProfileEstimate struct {
 	// DurationFixed and DurationPerItem of the successful batches.
 	DurationFixed   time.Duration `json:"durationFixed"`
 	DurationPerItem time.Duration `json:"durationPerItem"`
+	// EfficientBatch is the batch with the least predicted time per item
+	// when larger batches cost more per item (0: none seen): a batch.max
+	// to suggest, the cap of --batch-policy efficient.
+	EfficientBatch int64 `json:"efficientBatch,omitempty"`
 	// Efficiency is the mean peak ÷ reserved memory.
 	Efficiency float64 `json:"efficiency"`
 	// LastBatch is when the newest batch ended.
@@ -61,7 +65,7 @@ func EstimateOf(book *history.Book, profile string) ProfileEstimate {
 		FittedFixed: int64(m.Fixed), FittedPerItem: int64(m.PerItem), FittedPerThread: int64(m.PerThread),
 		Residual: int64(m.Residual), Costs: s.Costs, OK: s.OK, Note: s.Note,
 		MaxItems: m.MaxItems, MaxThreads: m.MaxThreads, MaxPeak: m.MaxPeak,
-		DurationFixed: m.DurationFixed, DurationPerItem: m.DurationPerItem,
+		DurationFixed: m.DurationFixed, DurationPerItem: m.DurationPerItem, EfficientBatch: m.EfficientBatch,
 		Efficiency: m.Efficiency, LastBatch: m.LastTime,
 	}
 }

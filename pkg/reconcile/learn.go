@@ -64,6 +64,9 @@ type learner struct {
 	// with nothing known; provisionalBytes, when > 0, replaces it.
 	provisional      float64
 	provisionalBytes int64
+	// efficient caps every batch at the profile's EfficientBatch
+	// (--batch-policy efficient).
+	efficient bool
 	// persist hands a record to the store's writer; it never blocks.
 	persist func(history.Entry)
 	now     func() time.Time
@@ -118,9 +121,20 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 // Only the memory costs and the batch cap change; GPU, threads and slots
 // stay as declared.
 func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
+	m := l.book.Model(t.Profile)
+	e := l.estimate(t, kills, m)
+	if l.efficient && m.EfficientBatch > 0 {
+		// Among the batches that fit, the least time per item: its
+		// predicted time per item is convex in the batch size.
+		e.BatchMax = min(e.BatchMax, max(m.EfficientBatch, e.BatchMin))
+	}
+	return e
+}
+
+// estimate is Estimate before the batch policy.
+func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.Estimate {
 	e := t.Estimate
 	declared := e.FixedMemory > 0 || e.PerItemMemory > 0 || e.PerThreadMemory > 0
-	m := l.book.Model(t.Profile)
 	p := l.book.Params()
 	c, ok := m.Costs(p)
 	if kills == 0 && declared {

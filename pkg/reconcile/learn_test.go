@@ -159,3 +159,24 @@ func TestResourcesBlockRounding(t *testing.T) {
 		t.Fatalf("%s\nwant %s", got, want)
 	}
 }
+
+// --batch-policy efficient caps the batch at the profile's efficient size;
+// the default policy does not.
+func TestLearnerBatchPolicy(t *testing.T) {
+	for _, efficient := range []bool{false, true} {
+		l := newTestLearner(4096 * mi)
+		l.efficient = efficient
+		tk := learnTask(v1alpha1.EstimateLearned, 0, 0)
+		tk.Estimate.BatchMax, tk.ItemsTotal = 64, 64
+		for i, n := range []int64{4, 8, 16, 24, 32, 48, 64} {
+			secs := 2 + 0.2*float64(n) + 0.005*float64(n*n)
+			l.Observe(tk, queue.Batch{Size: n, Contract: governor.Contract{Threads: 1}}, queue.BatchResult{
+				PeakMemoryBytes: (300 + 60*n) * mi, Started: time.Unix(int64(i)*100, 0),
+				Ended: time.Unix(int64(i)*100, 0).Add(time.Duration(secs * float64(time.Second)))})
+		}
+		e := l.Estimate(tk, 0)
+		if want := map[bool]int64{false: 64, true: 20}[efficient]; e.BatchMax != want {
+			t.Errorf("efficient %v: batch max %d, want %d", efficient, e.BatchMax, want)
+		}
+	}
+}
