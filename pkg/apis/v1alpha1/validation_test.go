@@ -52,6 +52,7 @@ func TestValidateMessages(t *testing.T) {
 		{"name missing", func(t *Task) { t.Metadata.Name = "" }, []string{`metadata.name: is required`}, RuleRequired},
 		{"name upper case", func(t *Task) { t.Metadata.Name = "Block_A" }, []string{`metadata.name: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Block_A"`}, RuleFormat},
 		{"name too long", func(t *Task) { t.Metadata.Name = strings.Repeat("a", 254) }, []string{`metadata.name: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "` + strings.Repeat("a", 57) + `..."`}, RuleFormat},
+		{"strict without memory", func(t *Task) { t.Spec.Resources.Estimate = EstimateStrict }, []string{`spec.resources.estimate: strict needs a memory cost (fixed, perItem or perThread memory), got strict`}, RuleRequired},
 		{"estimate", func(t *Task) { t.Spec.Resources.Estimate = "guess" }, []string{`spec.resources.estimate: must be one of declared|learned|strict, got "guess"`}, RuleEnum},
 		{"profile", func(t *Task) { t.Spec.Resources.Profile = "COLMAP 640" }, []string{`spec.resources.profile: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "COLMAP 640"`}, RuleFormat},
 		{"class", func(t *Task) { t.Spec.Class = "feature" }, []string{`spec.class: must be one of import|thumbnails|exif|features|matching|sfm|depthmaps|mesh|texture|custom, got "feature"`}, RuleEnum},
