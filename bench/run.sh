@@ -6,8 +6,8 @@
 #   bash bench/run.sh [--scale F] [--mem-scale F] [--only CASE[,CASE...]]
 #                     [--fast] [--out DIR] [--no-install] [--slurm]
 #
-# Cases: micro, reaction, throughput, idle, flood, crash, packing-A,
-# packing-B ("packing" means both). --scale 0.05 shrinks counts and CPU so the whole run is a
+# Cases: micro, reaction, throughput, idle, flood, crash, packing-A, packing-B,
+# packing-D, packing-E ("packing" means the four). --scale 0.05 shrinks counts and CPU so the whole run is a
 # one-minute smoke test; --mem-scale shrinks the memory figures and the 8 GiB
 # budget alike (smoke tests on a shared machine). --fast leaves out the two
 # peers of workload A that run whole tasks one at a time (about 300 s each).
@@ -24,7 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
 SCALE=1 MEM_SCALE="" ONLY="" FAST=0 INSTALL=1 SLURM=0
 OUT=$BENCH/out
-ALL_CASES="micro reaction throughput idle flood crash packing-A packing-B"
+ALL_CASES="micro reaction throughput idle flood crash packing-A packing-B packing-D packing-E"
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
@@ -49,9 +49,11 @@ fi
 cases=""
 for c in ${ONLY//,/ }; do
 	case $c in
-	packing) cases="$cases packing-A packing-B" ;;
+	packing) cases="$cases packing-A packing-B packing-D packing-E" ;;
 	packing-a) cases="$cases packing-A" ;;
 	packing-b) cases="$cases packing-B" ;;
+	packing-d) cases="$cases packing-D" ;;
+	packing-e) cases="$cases packing-E" ;;
 	*) cases="$cases $c" ;;
 	esac
 done
@@ -334,6 +336,34 @@ batch_peaks() {
 	[ -n "$peaks" ] && NOTES+=("packing-$1, the controller's batch cgroups: $peaks")
 	return 0
 }
+# learned W: workload W (D: declared at 0.7x its costs; E: workload A with no
+# memory declared) through the controller, then the same workload declared
+# exactly through the controller, the reference of its target. Each run
+# starts from an empty state directory: nothing is learned in advance.
+learned() {
+	local w=$1 dir=$OUT/packing-$1
+	log "packing, workload $w (learned estimates)"
+	"$BK" gen --workload "$w" --scale "$SCALE" --mem-scale "$MEM_SCALE" --synth "$SYNTH" \
+		--wrapper "$BENCH/part.sh" --dir "$dir" --results "$RESULTS" | tee "$OUT/logs/workload-$w.txt"
+	# shellcheck disable=SC1091
+	. "$dir/workload.env"
+	local timeout=$(awk -v c="$CPU_NOMINAL" -v n="$NPROC" 'BEGIN { printf "%.0f", 4 * c / n + 90 }')
+	[ "$HAVE_CTL" = 1 ] || return 0
+	local subject from
+	for from in manifests manifests-exact; do
+		subject=lardon3d-controller
+		[ "$from" = manifests-exact ] && subject="lardon3d-controller, declared exactly"
+		local spool=$dir/spool-$from
+		rm -rf "$spool" && mkdir -p "$spool" && chmod 700 "$spool" && cp "$dir/$from"/*.yaml "$spool"/
+		"$BK" measure --state "$CG_STATE" --results "$RESULTS" --case "packing-$w" --items-total "$ITEMS" --timeout "${timeout}s" \
+			--subject "$subject" --spool "$spool" -- \
+			"$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-$from.log" || true
+		"$CONTROLLER" estimates --spool "$spool" >"$OUT/logs/packing-$w-$from.estimates" 2>&1 || true
+	done
+}
+if want packing-D; then learned D; fi
+if want packing-E; then learned E; fi
+
 if want packing-A || want packing-B; then
 	SHIM=$OUT/shim
 	mkdir -p "$SHIM"

@@ -21,7 +21,7 @@ func numCPU() int { return runtime.NumCPU() }
 // and workload.env (figures run.sh needs).
 func gen(args []string) error {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
-	name := fs.String("workload", "A", "A or B")
+	name := fs.String("workload", "A", "A, B, D or E")
 	scale := fs.Float64("scale", 1, "task count and CPU scale")
 	memScale := fs.Float64("mem-scale", 1, "memory scale")
 	synth := fs.String("synth", "", "synthetic step binary")
@@ -42,12 +42,27 @@ func gen(args []string) error {
 		tasks = workload.A(p)
 	case "B":
 		tasks = workload.B(p)
+	case "D":
+		tasks = workload.D(p)
+	case "E":
+		tasks = workload.E(p)
 	default:
 		return fmt.Errorf("workload %q: %w", *name, errUsage)
 	}
 	spool := filepath.Join(*dir, "manifests")
 	if err := os.MkdirAll(spool, 0o755); err != nil {
 		return fmt.Errorf("gen: %w", err)
+	}
+	// manifests-exact/ is the same workload declared at its real costs:
+	// the reference of the cases whose manifests are not.
+	exact := filepath.Join(*dir, "manifests-exact")
+	if err := os.MkdirAll(exact, 0o755); err != nil {
+		return fmt.Errorf("gen: %w", err)
+	}
+	for _, t := range workload.Exact(tasks) {
+		if err := os.WriteFile(filepath.Join(exact, t.Name+".yaml"), []byte(workload.Manifest(*synth, t, *threads)), 0o644); err != nil {
+			return fmt.Errorf("gen: %w", err)
+		}
 	}
 	var whole, split strings.Builder
 	for _, t := range tasks {
@@ -80,8 +95,8 @@ func gen(args []string) error {
 	fmt.Printf("workload %s: %d tasks, %d items, %.0f nominal CPU-s, largest whole task %.2f GiB, budget %.2f GiB, nominal lower bound %.1f s\n",
 		*name, len(tasks), s.Items, s.CPUSeconds, float64(s.MaxWhole)/(1<<30), float64(budget)/(1<<30), lb)
 	for _, t := range tasks {
-		fmt.Printf("  %s: %d items, fixed %s, per item %s, %s/item, whole %.2f GiB\n",
-			t.Name, t.Items, workload.Quantity(t.Fixed), workload.Quantity(t.PerItem), t.CPUPerItem, float64(t.Whole())/(1<<30))
+		fmt.Printf("  %s: %d items, fixed %s, per item %s, %s/item, whole %.2f GiB, declared at %.1fx\n",
+			t.Name, t.Items, workload.Quantity(t.Fixed), workload.Quantity(t.PerItem), t.CPUPerItem, float64(t.Whole())/(1<<30), t.Declared)
 	}
 	return report.Append(*results, report.Record{Case: "packing-" + *name, Subject: report.SubjectWorkload, F: map[string]float64{
 		"cpu_nominal_s": s.CPUSeconds, "mem_byte_s": s.MemorySeconds, "cores": float64(numCPU()),

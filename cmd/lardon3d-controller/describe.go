@@ -25,7 +25,18 @@ func newDescribeCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			describe(cmd.OutOrStdout(), f, time.Now())
+			var learned *reconcile.ProfileEstimate
+			if f.task != nil {
+				if est, err := reconcile.ReadEstimates(filepath.Join(g.spool, ".lardon3d")); err == nil {
+					profile := reconcile.ProfileOf(&f.task.Spec)
+					for i := range est {
+						if est[i].Profile == profile {
+							learned = &est[i]
+						}
+					}
+				}
+			}
+			describe(cmd.OutOrStdout(), f, learned, time.Now())
 			var batches strings.Builder
 			printBatches(&batches, f)
 			fmt.Fprint(cmd.OutOrStdout(), safeText(batches.String()))
@@ -44,13 +55,13 @@ func newDescribeCommand(g *globals) *cobra.Command {
 
 // describe prints a task's story. Every value from the file (or its
 // name) is escaped (cell), and the whole text again (safeText).
-func describe(w io.Writer, f manifestFile, now time.Time) {
+func describe(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, now time.Time) {
 	var buf strings.Builder
-	describeTo(&buf, f, now)
+	describeTo(&buf, f, learned, now)
 	fmt.Fprint(w, safeText(buf.String()))
 }
 
-func describeTo(w io.Writer, f manifestFile, now time.Time) {
+func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "Name:\t%s\n", cell(f.name()))
@@ -88,6 +99,7 @@ func describeTo(w io.Writer, f manifestFile, now time.Time) {
 	r := sp.Resources
 	fmt.Fprintf(tw, "Estimate:\tfixed %s + %s per item + %s per thread; batch %d..%d; threads %d (min %d); io slots %d; gpu slots %d\n",
 		qty(r.Fixed.Memory), qty(r.PerItem.Memory), qty(r.PerThread.Memory), r.Batch.Min, r.Batch.Max, r.Threads, r.MinThreads, r.IOSlots, r.GPUSlots)
+	describeLearned(tw, &sp, &st, learned)
 	fmt.Fprintf(tw, "Retries:\t%d\n", sp.Retries)
 	if sp.BatchTimeout != nil {
 		fmt.Fprintf(tw, "Batch timeout:\t%s\n", sp.BatchTimeout.Duration)
@@ -167,4 +179,41 @@ func qty(q *resource.Quantity) string {
 		return "0"
 	}
 	return q.String()
+}
+
+// describeLearned prints what the task's profile learned: the mode, the
+// measured costs against the declared ones, the efficiency of the
+// reservations, a block to paste, and an ETA from the time per item.
+func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatus, e *reconcile.ProfileEstimate) {
+	mode := sp.Resources.EffectiveEstimate()
+	fmt.Fprintf(tw, "Costs from:\t%s estimate (profile %s)\n", mode, cell(reconcile.ProfileOf(sp)))
+	if e == nil || e.Total == 0 {
+		fmt.Fprintf(tw, "Measured:\tnothing yet\n")
+		return
+	}
+	fmt.Fprintf(tw, "Measured:\tfixed %s + %s per item + %s per thread (p95 residual %s), from %d batches (%d killed for memory), %s\n",
+		humanBytes(e.FittedFixed), humanBytes(e.FittedPerItem), humanBytes(e.FittedPerThread), humanBytes(e.Residual), e.Samples, e.Censored, e.State)
+	if e.Efficiency > 0 {
+		fmt.Fprintf(tw, "Efficiency:\t%.0f%% of the reserved memory used at peak, on average\n", 100*e.Efficiency)
+	}
+	if e.OK {
+		note := ""
+		if e.Note != "" {
+			note = " (" + e.Note + ")"
+		}
+		fmt.Fprintf(tw, "Suggested:\t%s%s\n", reconcile.ResourcesBlock(e.Costs), note)
+	}
+	if e.EfficientBatch > 0 {
+		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item; suggested batch.max %d (or --batch-policy efficient)\n", e.EfficientBatch, e.EfficientBatch)
+	}
+	if left := st.Progress.ItemsTotal - st.Progress.ItemsDone; left > 0 && e.DurationPerItem > 0 && !v1alpha1.IsTerminal(st.Phase) {
+		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s per item, from the profile's batches)\n",
+			eta(left, e).Round(time.Second), left, e.DurationPerItem.Round(time.Millisecond))
+	}
+}
+
+// eta is the time the items left take at the profile's pace, one batch's
+// fixed time included.
+func eta(left int64, e *reconcile.ProfileEstimate) time.Duration {
+	return e.DurationFixed + time.Duration(left)*e.DurationPerItem
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
 // getOptions are the flags of `get`.
@@ -101,6 +103,19 @@ func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([
 	}
 	files = selectLabels(files, sel)
 	sortFiles(files, o.sortBy)
+	if o.output == "wide" {
+		if est, err := reconcile.ReadEstimates(filepath.Join(dir, ".lardon3d")); err == nil && len(est) > 0 {
+			byProfile := make(map[string]*reconcile.ProfileEstimate, len(est))
+			for i := range est {
+				byProfile[est[i].Profile] = &est[i]
+			}
+			for i := range files {
+				if t := files[i].task; t != nil {
+					files[i].learned = byProfile[reconcile.ProfileOf(&t.Spec)]
+				}
+			}
+		}
+	}
 	return files, nil
 }
 
@@ -360,7 +375,7 @@ func render(w io.Writer, files []manifestFile, output string, noHeaders, single 
 	if !noHeaders {
 		header := "NAME\tPHASE\tPROGRESS\tBATCH\tMEMORY\tAGE\tREASON"
 		if wide {
-			header += "\tTHREADS\tGEN\tQUEUE\tLABELS"
+			header += "\tTHREADS\tGEN\tQUEUE\tETA\tLABELS"
 		}
 		fmt.Fprintln(tw, header)
 	}
@@ -368,14 +383,14 @@ func render(w io.Writer, files []manifestFile, output string, noHeaders, single 
 		if f.invalid() {
 			row := fmt.Sprintf("%s\t%s\t-\t-\t-\t-\t%s", cell(f.name()), "Invalid", cell(oneLine(f.err)))
 			if wide {
-				row += "\t-\t-\t-\t-"
+				row += "\t-\t-\t-\t-\t-"
 			}
 			fmt.Fprintln(tw, row)
 			continue
 		}
 		row := tableRow(f.task, now)
 		if wide {
-			row += "\t" + wideColumns(f.task)
+			row += "\t" + wideColumns(f.task, f.learned)
 		}
 		fmt.Fprintln(tw, row)
 	}
@@ -412,10 +427,14 @@ func renderObjects(w io.Writer, files []manifestFile, output string, single bool
 }
 
 // wideColumns are the columns -o wide adds: the contract's threads, the
-// generation, the queue position and the labels.
-func wideColumns(t *v1alpha1.Task) string {
+// generation, the queue position, the ETA (from the time per item of the
+// task's profile, for a task not ended) and the labels.
+func wideColumns(t *v1alpha1.Task, learned *reconcile.ProfileEstimate) string {
 	st := t.Status
-	threads, gen, queue := "-", "-", "-"
+	threads, gen, queue, etaCol := "-", "-", "-", "-"
+	if left := st.Progress.ItemsTotal - st.Progress.ItemsDone; learned != nil && learned.DurationPerItem > 0 && left > 0 && !v1alpha1.IsTerminal(st.Phase) {
+		etaCol = duration.HumanDuration(eta(left, learned))
+	}
 	if r := st.Reservation; r != nil {
 		threads = fmt.Sprint(r.Threads)
 	}
@@ -429,7 +448,7 @@ func wideColumns(t *v1alpha1.Task) string {
 	if lbl == "" {
 		lbl = "-"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%s", threads, gen, queue, cell(lbl))
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", threads, gen, queue, etaCol, cell(lbl))
 }
 
 // printTable prints the final table of a run.

@@ -109,6 +109,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newDeleteCommand(g),
 		newRetryCommand(g),
 		newTopCommand(g),
+		newEstimatesCommand(g),
 	)
 	addCompletion(root, g)
 	return root

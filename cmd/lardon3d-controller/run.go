@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -247,6 +248,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		cgroupMode   string
 		cgroupParent string
 		waitForTasks int
+		provisional  string
+		batchPolicy  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -268,11 +271,20 @@ func newRunCommand(g *globals) *cobra.Command {
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
 	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch, so the kernel enforces its memory limit and kills every process it started: auto (use them where the machine allows, else the RSS sampler, with a warning), required (refuse to start without), off")
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path (as in /proc/self/cgroup) under which the batches' cgroups are created (default: the controller's own cgroup)")
+	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchLargest, "which batch among those that fit: largest, or efficient (the least predicted time per item, once a profile's batches showed larger ones cost more per item)")
+	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate and no history reserves: a share of the memory capacity (25%) or a quantity (1Gi), clamped to what is free")
 	f.DurationVar(&deleteGrace, "delete-grace", spool.DefaultDeleteGrace, "how long a vanished manifest may take to come back (an editor's save) or to reappear renamed before its task is cancelled")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := newLogger(g, cmd.ErrOrStderr())
 		if err != nil {
 			return &exitError{code: 2, err: err}
+		}
+		provFrac, provBytes, err := parseProvisional(provisional)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		if batchPolicy != reconcile.BatchLargest && batchPolicy != reconcile.BatchEfficient {
+			return &exitError{code: 2, err: fmt.Errorf("--batch-policy %q: want largest or efficient", batchPolicy)}
 		}
 		bc, err := loadBudgets()
 		if err != nil {
@@ -344,6 +356,10 @@ func newRunCommand(g *globals) *cobra.Command {
 			WaitForTasks: waitForTasks,
 			KillGrace:    killGrace,
 			Queue:        qcfg,
+
+			ProvisionalFraction: provFrac,
+			ProvisionalBytes:    provBytes,
+			BatchPolicy:         batchPolicy,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -414,4 +430,21 @@ func openCgroups(mode, parent, stateDir string, log zerolog.Logger) (*cgroup.Tre
 	}
 	log.Info().Int("version", tree.Version()).Str("dir", tree.Dir()).Msg("each batch runs in a cgroup of its own")
 	return tree, nil
+}
+
+// parseProvisional reads --provisional-memory: a percentage of the memory
+// capacity in (0, 100], or a positive quantity.
+func parseProvisional(v string) (fraction float64, bytes int64, err error) {
+	if pct, ok := strings.CutSuffix(strings.TrimSpace(v), "%"); ok {
+		f, err := strconv.ParseFloat(pct, 64)
+		if err != nil || f <= 0 || f > 100 {
+			return 0, 0, fmt.Errorf("--provisional-memory %q: want a percentage in (0, 100] or a quantity", v)
+		}
+		return f / 100, 0, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() <= 0 {
+		return 0, 0, fmt.Errorf("--provisional-memory %q: want a percentage in (0, 100] or a quantity", v)
+	}
+	return 0, q.Value(), nil
 }

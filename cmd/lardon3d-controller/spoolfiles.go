@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -18,6 +19,9 @@ type manifestFile struct {
 	path string
 	task *v1alpha1.Task // nil when not parseable
 	err  error          // parse or validation error
+	// learned is what the history says of the task's profile (get -o
+	// wide fills it; nil when unknown).
+	learned *reconcile.ProfileEstimate
 }
 
 // readSpool reads every manifest of dir, sorted by task name. It works

@@ -35,6 +35,8 @@ type MemoryStats struct {
 	WorkingSet int64
 	// OOMKills counts the processes the kernel killed at the limit.
 	OOMKills int64
+	// File is the page cache charged to the group (part of Usage).
+	File int64
 }
 
 // Ref returns what names the group on disk.
@@ -177,6 +179,7 @@ func (g *Group) Memory() (MemoryStats, error) {
 		m.Peak, _ = readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
 		st, _ := readKeyed(filepath.Join(d, "memory.stat"))
 		m.WorkingSet = max(0, m.Usage-st["total_inactive_file"])
+		m.File = st["total_cache"]
 		oom, _ := readKeyed(filepath.Join(d, "memory.oom_control"))
 		m.OOMKills = oom["oom_kill"]
 		return m, nil
@@ -187,6 +190,7 @@ func (g *Group) Memory() (MemoryStats, error) {
 	m.Peak, _ = readInt(filepath.Join(d, "memory.peak"))
 	st, _ := readKeyed(filepath.Join(d, "memory.stat"))
 	m.WorkingSet = max(0, m.Usage-st["inactive_file"])
+	m.File = st["file"]
 	ev, _ := readKeyed(filepath.Join(d, "memory.events"))
 	m.OOMKills = ev["oom_kill"]
 	return m, nil

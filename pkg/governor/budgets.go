@@ -149,3 +149,16 @@ func (g *Governor) Budgets() BudgetsView {
 	}
 	return v
 }
+
+// Memory returns the most RAM one reservation could ever be granted
+// (capacity − margin) and the RAM free now (doc.go's rule, at least 0),
+// without the copies Budgets makes. Both are 0 before the first snapshot
+// and after Close.
+func (g *Governor) Memory() (grantable, free int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.closed || !g.mu.haveSnap {
+		return 0, 0
+	}
+	return max(g.mu.memCapacity-g.mu.memMargin, 0), max(g.lockedMemFree(), 0)
+}

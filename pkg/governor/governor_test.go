@@ -510,3 +510,22 @@ func TestCPUPressureForgetsTheGovernorsOwnWork(t *testing.T) {
 		t.Fatalf("first snapshot at avg10 95%%: %v", d)
 	}
 }
+
+func TestMemory(t *testing.T) {
+	g := New(Config{MemoryReserved: Gi})
+	if grant, free := g.Memory(); grant != 0 || free != 0 {
+		t.Fatalf("before a snapshot: %d, %d", grant, free)
+	}
+	g.Update(*snap(nil))
+	if _, _, ok := g.Reserve(est(func(e *Estimate) { e.FixedMemory, e.PerItemMemory, e.BatchMax = 2*Gi, 0, 1 })); !ok {
+		t.Fatal("reserve refused")
+	}
+	grant, free := g.Memory()
+	if grant != 7*Gi || free != 5*Gi {
+		t.Fatalf("8Gi, margin 1Gi, 2Gi reserved: grantable %d, free %d; want 7Gi and 5Gi", grant/Mi, free/Mi)
+	}
+	_ = g.Close()
+	if grant, free := g.Memory(); grant != 0 || free != 0 {
+		t.Fatalf("after Close: %d, %d", grant, free)
+	}
+}

@@ -28,6 +28,20 @@ type Admitter interface {
 	Changed() <-chan struct{}
 }
 
+// Learner learns tasks' costs from their batches and revises the estimates
+// of the tasks that learn (Task.Mode not strict). Both methods are called
+// with the queue's mutex held: they must not block, do IO, or call back
+// into the queue.
+type Learner interface {
+	// Observe records a finished batch of t, whatever its outcome.
+	Observe(t *Task, b Batch, res BatchResult)
+	// Estimate is the estimate for t's next batch, kills being the number
+	// of its batches killed for memory in this generation; it is asked for
+	// every task not in strict mode at every admission, so it must be
+	// cheap. The queue caps the batch by the items left afterwards.
+	Estimate(t *Task, kills int) governor.Estimate
+}
+
 // Reservation is a grant of the Admitter: the queue reads its contract and
 // hands it back to Release, exactly once. governor.Reservation is one.
 type Reservation interface {
@@ -90,6 +104,9 @@ type BatchResult struct {
 	// PeakWorkingSetBytes is the batch's highest sampled working set (page
 	// cache it only read excluded).
 	PeakWorkingSetBytes int64
+	// InputBytes is the total size of the batch's items that are regular
+	// files (0: none is).
+	InputBytes int64
 	// Started and Ended bound the batch.
 	Started, Ended time.Time
 }
@@ -126,6 +143,16 @@ type Task struct {
 	// the queue already holds never restarts a task the queue has ended
 	// (only Paused is taken from it); a different generation does.
 	Generation int64
+	// Mode says how the memory costs are chosen (see v1alpha1.EstimateMode):
+	// with a Learner, a task not in strict mode asks it for every estimate
+	// (a declared one gets its declaration back unless proven too low), and a
+	// batch killed for memory of a declared or learned task is retried
+	// under the Learner's revised estimate instead of a halved batch. A
+	// strict task (or any task without a Learner) keeps Estimate, halves
+	// its batch after a kill and fails at BatchMin.
+	Mode v1alpha1.EstimateMode
+	// Profile keys the history the task's batches feed (for the Learner).
+	Profile string
 	// CarryProgress asks Replace to continue from the committed progress of
 	// the generation it replaces (ItemsDone, BatchesDone above are then
 	// ignored), unless that generation ended Done: a finished generation's

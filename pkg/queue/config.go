@@ -81,3 +81,10 @@ type Option func(*Queue)
 func WithClock(c clock.WithTicker) Option {
 	return func(q *Queue) { q.clock = c }
 }
+
+// WithLearner sets the Learner that revises the estimates of the tasks
+// that learn their costs and of those killed for memory (default none:
+// every task keeps its Estimate and a kill halves its batch).
+func WithLearner(l Learner) Option {
+	return func(q *Queue) { q.learn = l }
+}

@@ -28,9 +28,12 @@
 //     retries other failures up to Task.Retries times with a clock-driven
 //     exponential backoff (Config.RetryBackoff doubling up to
 //     MaxRetryBackoff; the same batch index and start, the same reservation
-//     kept), halves the batch cap after a MemoryExceeded (through a sequence
-//     break, not counted as a retry; at BatchMin the task Fails), and applies
-//     pause, resume and cancel to the running batch (a stopped batch is
+//     kept), after a MemoryExceeded either hands the kill to the Learner and
+//     retries the batch under its revised estimate (WithLearner, a task not
+//     in strict mode; the task Fails only when that need can never be
+//     granted, Decider permitting) or halves the batch cap (through a
+//     sequence break, not counted as a retry; at BatchMin the task Fails),
+//     and applies pause, resume and cancel to the running batch (a stopped batch is
 //     resumed before it is cancelled, so its group sees the SIGTERM). A
 //     Start error fails the task at once, with the error's Reason() when it
 //     has one, else StartFailed.
@@ -43,6 +46,10 @@
 //   - A bounded History of the last Config.HistorySize (64) terminal events,
 //     and Snapshot, a point-in-time view of every task (tests read it; get
 //     and describe read the manifests, which the reconciler writes).
+//   - Learning (WithLearner): every finished batch is handed to
+//     Learner.Observe; a task not in strict mode gets its estimate from
+//     Learner.Estimate at every admission. The Learner is called with the queue's mutex held (lock
+//     order: queue, then Learner, then governor) and never calls back.
 //
 // # What it never does
 //

@@ -66,7 +66,7 @@ func (q *Queue) reofferRejected() {
 		e := &entry{task: old.task}
 		e.task.Terminal, e.task.TerminalReason = "", ""
 		if dec != nil {
-			if d := dec.Decide(e.estimate()); d.Verdict == governor.Reject {
+			if d := dec.Decide(q.lockedEstimate(e)); d.Verdict == governor.Reject {
 				continue
 			}
 		}

@@ -92,7 +92,9 @@ type entry struct {
 	// hasRes says res is held; contract is its contract (nil otherwise).
 	hasRes bool
 	// memCap caps BatchMax after a MemoryExceeded (0: none).
-	memCap  int64
+	memCap int64
+	// kills counts the batches killed for memory in this generation.
+	kills   int
 	task    Task
 	lastDec governor.Decision
 
@@ -126,6 +128,9 @@ type Queue struct {
 	running atomic.Bool
 	// workers counts live worker goroutines; runs counts live Run loops.
 	workers, runs sync.WaitGroup
+
+	// learn revises the estimates of learning tasks (nil: none do).
+	learn Learner
 
 	// spawn starts the worker of an entry that became active. Tests and
 	// benchmarks replace it.
@@ -276,7 +281,7 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 	e.task = t
 	q.mu.depsDirty = true
 	if !same {
-		e.memCap = 0
+		e.memCap, e.kills = 0, 0
 		e.hasDec = false
 		e.reason, e.message = "", ""
 	}

@@ -27,9 +27,20 @@ type harness struct {
 // Cleanup closes it and checks the admitter's invariants.
 func newHarness(t *testing.T, cfg Config, budget int64, tasks ...Task) *harness {
 	t.Helper()
+	return newHarnessWith(t, cfg, budget, nil, nil, tasks...)
+}
+
+// newHarnessWith is newHarness with queue options, and the fake admitter
+// wrapped by wrap when not nil.
+func newHarnessWith(t *testing.T, cfg Config, budget int64, wrap func(*fakeAdm) Admitter, opts []Option, tasks ...Task) *harness {
+	t.Helper()
 	h := &harness{adm: newFakeAdm(budget), obs: &recorder{}, clk: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)), runDone: make(chan error, 1)}
 	h.run = &fakeRunner{adm: h.adm}
-	h.q = New(cfg, h.adm, h.run, h.obs, WithClock(h.clk))
+	var adm Admitter = h.adm
+	if wrap != nil {
+		adm = wrap(h.adm)
+	}
+	h.q = New(cfg, adm, h.run, h.obs, append([]Option{WithClock(h.clk)}, opts...)...)
 	for _, tk := range tasks {
 		if err := h.q.Upsert(tk); err != nil {
 			t.Fatalf("upsert %s: %v", tk.Name, err)

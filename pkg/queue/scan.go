@@ -95,7 +95,7 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		q.adm.Refresh()
 		s.refreshed = true
 	}
-	d, r, ok := q.adm.Reserve(e.estimate())
+	d, r, ok := q.adm.Reserve(q.lockedEstimate(e))
 	switch {
 	case ok:
 		q.lockedActivate(e, r, d)
@@ -134,15 +134,26 @@ func ContractMessage(c governor.Contract) string {
 		c.Batch, c.BatchRequested, c.Threads, governor.FormatBytes(c.MemoryBytes))
 }
 
-// estimate is the task's estimate with BatchMax capped by the items left and
-// by the cap a MemoryExceeded set; BatchMin never exceeds it.
+// lockedEstimate is the task's estimate (the Learner's for a task not in
+// strict mode) with BatchMax capped by the items
+// left and by the cap a MemoryExceeded set; BatchMin never exceeds it.
 // REQUIRES: q.mu held.
-func (e *entry) estimate() governor.Estimate {
+func (q *Queue) lockedEstimate(e *entry) governor.Estimate {
 	hi := e.task.ItemsTotal - e.task.ItemsDone
 	if e.memCap > 0 && e.memCap < hi {
 		hi = e.memCap
 	}
-	return e.task.Estimate.CappedAt(hi)
+	est := e.task.Estimate
+	if q.learns(e) {
+		est = q.learn.Estimate(&e.task, e.kills)
+	}
+	return est.CappedAt(hi)
+}
+
+// learns reports whether a kill for memory of e is handed to the Learner
+// rather than halving its batch. REQUIRES: q.mu held.
+func (q *Queue) learns(e *entry) bool {
+	return q.learn != nil && e.task.Mode != v1alpha1.EstimateStrict
 }
 
 // lockedDeps says whether every dependency is Done; otherwise why not.

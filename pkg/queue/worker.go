@@ -280,6 +280,9 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 		PeakMemoryBytes: res.PeakMemoryBytes,
 		ExitCode:        res.ExitCode,
 	})
+	if q.learn != nil {
+		q.learn.Observe(&e.task, b, res)
+	}
 	bc, rc := b, res
 	ended := Event{Type: EventBatchEnded, Batch: &bc, Result: &rc}
 	if res.ExitCode == 0 && res.Reason == "" {
@@ -301,6 +304,9 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 	detail := res.Message
 	if detail == "" {
 		detail = fmt.Sprintf("exit code %d", res.ExitCode)
+	}
+	if reason == v1alpha1.ReasonMemoryExceeded && q.learns(e) {
+		return q.lockedOverrun(e, b, ended, detail, attempt)
 	}
 	if reason == v1alpha1.ReasonMemoryExceeded {
 		floor := max(e.task.Estimate.BatchMin, 1)
@@ -328,6 +334,38 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 	t := q.clock.NewTimer(q.cfg.backoff(*failures))
 	q.lockedEmit(e, ended)
 	return outRetry, t
+}
+
+// maxKills bounds the batches of one generation killed for memory: each
+// kill raises the need by at least a fifth, so this many cover any machine.
+const maxKills = 64
+
+// lockedOverrun handles a batch of a learning task killed for memory: the
+// Learner has observed it, and its revised estimate (the measured need,
+// bumped) is asked for at the sequence break, the batch not halved. The
+// task fails only when that need can never be granted on this machine.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedOverrun(e *entry, b Batch, ended Event, detail string, attempt *int) (outcome, clock.Timer) {
+	e.kills++
+	*attempt++
+	next := q.lockedEstimate(e)
+	never := ""
+	if dec, ok := q.adm.(Decider); ok {
+		if d := dec.Decide(next); d.Verdict == governor.Reject && d.Reason == governor.ReasonExceedsCapacity {
+			never = DecisionMessage(d)
+		}
+	}
+	if never == "" && e.kills > maxKills {
+		never = fmt.Sprintf("%d batches killed for memory", e.kills)
+	}
+	q.lockedEmit(e, ended)
+	if never != "" {
+		q.lockedRelease(e)
+		q.lockedEnd(e, v1alpha1.PhaseFailed, v1alpha1.ReasonMemoryExceeded,
+			fmt.Sprintf("batch %d of %d items exceeded its memory (%s) and its measured need cannot be granted: %s", b.Index, b.Size, detail, never))
+		return outStop, nil
+	}
+	return outShrink, nil
 }
 
 // sequenceBreak releases the reservation, refreshes the governor, offers the
@@ -366,7 +404,7 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 		// The poll timer exists before the governor is asked, so whoever
 		// sees the question can step a fake clock past it.
 		t := q.clock.NewTimer(q.cfg.BoundaryPoll)
-		d, r, ok := q.adm.Reserve(e.estimate())
+		d, r, ok := q.adm.Reserve(q.lockedEstimate(e))
 		switch {
 		case ok:
 			t.Stop()

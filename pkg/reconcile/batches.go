@@ -150,6 +150,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		Attempt:         qb.Attempt,
 		Cgroup:          b.cgroups,
 	}
+	input := inputBytes(spec.Items)
 	rb, err := runner.Start(ctx, spec)
 	if err != nil {
 		if errors.Is(err, runner.ErrCommandNotFound) {
@@ -176,7 +177,21 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		delete(b.mu.running, rb)
 		b.mu.Unlock()
 	}()
-	return runningBatch{rb}, nil
+	return runningBatch{rb, input}, nil
+}
+
+// inputBytes is the total size of the items that are regular files.
+func inputBytes(items []string) int64 {
+	var n int64
+	for _, it := range items {
+		if !filepath.IsAbs(it) {
+			continue
+		}
+		if st, err := os.Stat(it); err == nil && st.Mode().IsRegular() {
+			n += st.Size()
+		}
+	}
+	return n
 }
 
 // A file group-PGID.json in a task's run directory records the process
@@ -277,7 +292,10 @@ func (e startError) Unwrap() error  { return e.err }
 func (e startError) Reason() string { return e.reason }
 
 // runningBatch adapts *runner.Batch to queue.RunningBatch.
-type runningBatch struct{ b *runner.Batch }
+type runningBatch struct {
+	b     *runner.Batch
+	input int64 // bytes of the batch's items that are files
+}
 
 func (r runningBatch) Pause() error  { return r.b.Pause() }
 func (r runningBatch) Resume() error { return r.b.Resume() }
@@ -290,6 +308,7 @@ func (r runningBatch) Wait() queue.BatchResult {
 		Message:             res.Message,
 		PeakMemoryBytes:     res.PeakMemoryBytes,
 		PeakWorkingSetBytes: res.PeakWorkingSetBytes,
+		InputBytes:          r.input,
 		Started:             res.Started,
 		Ended:               res.Ended,
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +21,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
@@ -53,7 +55,23 @@ type Config struct {
 	Queue queue.Config
 	// ProbeInterval is how often the machine is probed (default 200 ms).
 	ProbeInterval time.Duration
+	// ProvisionalFraction is the share of the grantable memory the first
+	// batch of a task with no estimate and no history reserves (default
+	// 0.25), clamped to what is free; ProvisionalBytes, when > 0, is used
+	// instead.
+	ProvisionalFraction float64
+	ProvisionalBytes    int64
+	// BatchPolicy chooses among the batches that fit: BatchLargest (the
+	// default) or BatchEfficient (the least predicted time per item, once
+	// a profile's batches showed larger ones cost more per item).
+	BatchPolicy string
 }
+
+// The batch policies.
+const (
+	BatchLargest   = "largest"
+	BatchEfficient = "efficient"
+)
 
 // Metrics is what the controller reports to; nil-safe use through noMetrics.
 type Metrics interface {
@@ -113,6 +131,15 @@ type Controller struct {
 	inbox   *inbox
 	prober  *prober
 	scratch *scratch.Leases
+	// book is the learned history; store persists it (nil: memory only).
+	book  *history.Book
+	store *history.Store
+
+	// Owned by the Run goroutine.
+	// pendingHistory are records waiting for the store; estimatesDirty
+	// says the published estimates are stale.
+	pendingHistory []history.Entry
+	estimatesDirty bool
 
 	// Owned by the Run goroutine.
 	entries map[string]*entry // by path
@@ -195,6 +222,9 @@ func New(cfg Config, deps Deps) *Controller {
 	if cfg.MemoryTolerance <= 0 {
 		cfg.MemoryTolerance = 0.10
 	}
+	if cfg.ProvisionalFraction <= 0 || cfg.ProvisionalFraction > 1 {
+		cfg.ProvisionalFraction = DefaultProvisionalFraction
+	}
 	c := &Controller{
 		cfg:     cfg,
 		log:     deps.Logger,
@@ -213,7 +243,15 @@ func New(cfg Config, deps Deps) *Controller {
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
 	c.batches.cgroups = deps.Cgroups
 	adm := c.newMachine(deps)
-	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }))
+	c.book = history.NewBook(history.DefaultMaxRecords, history.Params{})
+	l := &learner{
+		book: c.book, gov: deps.Governor,
+		provisional: cfg.ProvisionalFraction, provisionalBytes: cfg.ProvisionalBytes,
+		efficient: cfg.BatchPolicy == BatchEfficient,
+		persist:   func(e history.Entry) { c.inbox.push(e) },
+		now:       time.Now,
+	}
+	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }), queue.WithLearner(l))
 	return c
 }
 
@@ -240,6 +278,13 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 	}
 	// Before anything runs again: what a crashed controller left dies.
 	killLeftovers(c.cfg.StateDir, c.batches.cgroups, c.log)
+	c.store = openHistory(c.cfg.StateDir, c.book, c.log)
+	defer func() {
+		if c.store != nil {
+			_ = c.store.Close()
+		}
+	}()
+	c.estimatesDirty = true
 	stopMachine := c.startMachine()
 	spoolCtx, stopSpool := context.WithCancel(context.Background())
 	defer stopSpool()
@@ -282,6 +327,7 @@ loop:
 		case <-publish.C:
 			c.publishBudgets()
 			c.countPhases(time.Now(), false) // exact again once a burst of writes ends
+			c.publishEstimates()
 		case err := <-spoolErr:
 			runErr = fmt.Errorf("spool: %w", err)
 			break loop
@@ -330,6 +376,8 @@ loop:
 	}
 	c.flush(time.Now(), true)
 	c.countPhases(time.Now(), true)
+	c.flushHistory()
+	_ = os.Remove(filepath.Join(c.cfg.StateDir, estimatesFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))
 	for _, e := range c.entries {
@@ -788,6 +836,8 @@ func (c *Controller) queueTask(e *entry, seq, gen, total int64) queue.Task {
 		DependsOn:   t.Spec.DependsOn,
 		Paused:      t.Spec.Paused,
 		Retries:     int(t.Spec.Retries),
+		Mode:        t.Spec.Resources.EffectiveEstimate(),
+		Profile:     ProfileOf(&t.Spec),
 	}
 	if t.Spec.BatchTimeout != nil {
 		qt.BatchTimeout = t.Spec.BatchTimeout.Duration
@@ -955,10 +1005,41 @@ func (c *Controller) applyInbox() {
 	for {
 		x, ok := c.inbox.pop()
 		if !ok {
+			c.flushHistory()
 			return
 		}
 		c.handleNote(x)
 	}
+}
+
+// flushHistory appends the records gathered so far to the store, in one
+// transaction. A failed append is logged and the records dropped: the
+// book has them for this run. REQUIRES: owner goroutine.
+func (c *Controller) flushHistory() {
+	if len(c.pendingHistory) == 0 {
+		return
+	}
+	c.estimatesDirty = true
+	if c.store != nil {
+		if err := c.store.Append(c.pendingHistory...); err != nil {
+			c.log.Warn().Err(err).Int("records", len(c.pendingHistory)).Msg("history not persisted")
+		}
+	}
+	clear(c.pendingHistory)
+	c.pendingHistory = c.pendingHistory[:0]
+}
+
+// publishEstimates publishes every profile's model for the estimates verb
+// when it changed. REQUIRES: owner goroutine.
+func (c *Controller) publishEstimates() {
+	if !c.estimatesDirty {
+		return
+	}
+	if err := publishEstimates(c.cfg.StateDir, Estimates(c.book)); err != nil {
+		c.log.Debug().Err(err).Msg("estimates not published")
+		return
+	}
+	c.estimatesDirty = false
 }
 
 // handleNote applies a note from the inbox. REQUIRES: owner goroutine.
@@ -966,6 +1047,8 @@ func (c *Controller) handleNote(x any) {
 	switch n := x.(type) {
 	case queue.Event:
 		c.applyQueueEvent(n)
+	case history.Entry:
+		c.pendingHistory = append(c.pendingHistory, n)
 	case groupNote:
 		if e := c.entryByName(n.task); e != nil {
 			e.status.ProcessGroup = &v1alpha1.ProcessGroupRef{PGID: n.group.PGID, StartTicks: n.group.StartTicks}
@@ -1065,6 +1148,13 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 		}
 		st.LastBatch = lb
 		st.ProcessGroup = nil
+		if r.Reason == v1alpha1.ReasonMemoryExceeded && e.task.Spec.Resources.EffectiveEstimate() != v1alpha1.EstimateStrict {
+			c.setCondition(e, v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, v1alpha1.ReasonMemoryExceeded, c.estimateLowMessage(e, b, r))
+		} else if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionEstimateLow); cond != nil && r.ExitCode == 0 && r.Reason == "" {
+			// A batch succeeded since: the suggestion is the model's now.
+			base, _, _ := strings.Cut(cond.Message, suggestionSep)
+			c.setCondition(e, v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, cond.Reason, base+c.suggestion(e, b.Size, 0))
+		}
 		st.Progress.ItemsDone, st.Progress.BatchesDone = ev.ItemsDone, ev.BatchesDone
 		c.metrics.ObserveBatch(string(e.task.Spec.Class), r.Ended.Sub(r.Started), r.PeakMemoryBytes)
 		// The end of a batch is a commit point: written at this flush, with
@@ -1309,3 +1399,40 @@ func (noMetrics) ObserveStatusWrite(time.Duration, error)   {}
 func (noMetrics) ObservePhaseRefused(_, _ v1alpha1.Phase)   {}
 func (noMetrics) SetPhases(map[v1alpha1.Phase]int)          {}
 func (noMetrics) SetReady(bool)                             {}
+
+// estimateLowMessage says by how much a killed batch's reservation was
+// low, and what to declare instead. REQUIRES: owner goroutine.
+func (c *Controller) estimateLowMessage(e *entry, b *queue.Batch, r *queue.BatchResult) string {
+	had := b.Contract.MemoryBytes
+	used := max(r.PeakMemoryBytes, had)
+	what := "the declared costs"
+	if e.task.Spec.Resources.EffectiveEstimate() == v1alpha1.EstimateLearned {
+		what = "the learned estimate"
+	}
+	msg := fmt.Sprintf("batch %d of %d items at %d threads was killed for memory: %s reserved %s and it needed more than %s",
+		b.Index, b.Size, b.Contract.Threads, what, governor.FormatBytes(had), governor.FormatBytes(used))
+	if had > 0 && used > had {
+		msg += fmt.Sprintf(" (%d%% more)", (used-had)*100/had)
+	}
+	msg += "; retried under the measured need"
+	return msg + c.suggestion(e, b.Size, used)
+}
+
+// suggestionSep starts the suggestion of an EstimateTooLow message.
+const suggestionSep = "; suggested: "
+
+// suggestion is what to declare: the profile's learned block when it has
+// one, else the bumped need of a batch killed at used bytes.
+func (c *Controller) suggestion(e *entry, size, used int64) string {
+	if s := Suggest(c.book, ProfileOf(&e.task.Spec)); s.OK {
+		note := fmt.Sprintf("from %d batches", s.Model.Samples)
+		if s.Note != "" {
+			note += "; " + s.Note
+		}
+		return fmt.Sprintf("%s%s (%s)", suggestionSep, ResourcesBlock(s.Costs), note)
+	}
+	if used <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%sat least %s for a batch of %d", suggestionSep, governor.FormatBytes(history.Params{}.Bump(used)), size)
+}

@@ -74,6 +74,25 @@
 // file: status.specHash records the spec the status describes; a different
 // hash is a new generation (observedGeneration+1).
 //
+// Learning (learn.go, estimates.go). The queue's Learner records every
+// finished batch in an in-memory history.Book at once (under the queue's
+// mutex, no IO) and pushes it on the inbox; the owner goroutine appends
+// what it gathered to STATE/history.db (history.Store) in one transaction
+// per inbox drain, and publishes every profile's model in
+// STATE/estimates.json every 2 s when it changed (the store is locked
+// while the controller runs; the estimates and describe verbs read that
+// file, else the store). A store that cannot be opened leaves learning
+// in memory; one bbolt finds invalid is moved aside, never deleted. The
+// one rule: a stated resources block is the contract (declared); with
+// estimate: learned, or no memory stated, the profile's model gives the
+// costs (once it has MinSamples batches when costs are stated too); with
+// nothing known, batch.min runs under a provisional reservation
+// (Config.ProvisionalFraction of the grantable memory, clamped to what is
+// free, never 0 B), and batches grow as the model firms up. A batch
+// killed for memory, declared or learned, is retried under the measured
+// need, bumped, with an EstimateTooLow condition; estimate: strict keeps
+// halving and failing at batch.min. Lock order: queue, book, governor.
+//
 // Locking. The owner goroutine holds no lock of its own; it calls the queue
 // (which takes Queue.mu, then the governor's) and the spool's write-back
 // (per-file locks) but never while holding the batch adapter's mutex, which

@@ -219,7 +219,7 @@ func TestScratchLeaseDirectoriesAreReal(t *testing.T) {
 	// Each batch proves its directory exists by writing into it, and
 	// records its name.
 	cmd := `test -d "$LARDON3D_SCRATCH_DIR" && echo x > "$LARDON3D_SCRATCH_DIR/f" && echo "$LARDON3D_SCRATCH_DIR" >> ` + filepath.Join(out, "dirs")
-	h.write("s.yaml", manifest("s", cmd, "  resources: {scratch: 1Gi, batch: {max: 2}}\n"))
+	h.write("s.yaml", manifest("s", cmd, "  resources: {scratch: 1Gi, fixed: {memory: 1Mi}, batch: {max: 2}}\n"))
 	h.startWith(m.get, leases, governor.WithLeasePrefix(leases.Prefix()))
 	if o := h.wait(); !o.AllDone {
 		t.Fatalf("not Done: %+v", h.status("s.yaml"))

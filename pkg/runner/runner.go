@@ -585,6 +585,10 @@ func (m *meter) final() {
 	if ms, err := m.b.cg.Memory(); err == nil {
 		m.peak = max(m.peak, ms.Peak)
 		m.oomKills = max(m.oomKills, ms.OOMKills)
+		// Every process has ended: what is still charged is page cache.
+		// The peak less that cache bounds the working set from below,
+		// and catches a burst between two samples.
+		m.peakWorkingSet = max(m.peakWorkingSet, m.peak-ms.File)
 	}
 	m.peakWorkingSet = min(m.peakWorkingSet, m.peak)
 	if d, ok := m.b.cg.CPUTime(); ok {

@@ -141,9 +141,11 @@ type Result struct {
 	// (page cache included: what the limit is held against); without a
 	// cgroup, the highest resident memory (RSS sum) sampled on the group.
 	PeakMemoryBytes int64
-	// PeakWorkingSetBytes is the highest working set sampled (the cgroup's
-	// usage minus its inactive file pages: page cache the batch only read
-	// does not count); without a cgroup, the same as PeakMemoryBytes.
+	// PeakWorkingSetBytes is the batch's need: the highest working set
+	// sampled (the cgroup's usage minus its inactive file pages: page cache
+	// the batch only read does not count), raised to the kernel's peak less
+	// the page cache still charged at the end (which catches a burst
+	// between samples); without a cgroup, the same as PeakMemoryBytes.
 	PeakWorkingSetBytes int64
 	// OOMKills counts the batch's processes the kernel killed at its limit.
 	OOMKills int64

@@ -24,6 +24,8 @@ const (
 	CaseCrash      = "crash"
 	CasePackingA   = "packing-A"
 	CasePackingB   = "packing-B"
+	CasePackingD   = "packing-D"
+	CasePackingE   = "packing-E"
 )
 
 // Subjects with a special meaning.
@@ -32,6 +34,9 @@ const (
 	SubjectController = "lardon3d-controller"
 	// SubjectWorkload carries a packing workload's totals (lower bound inputs).
 	SubjectWorkload = "workload"
+	// SubjectControllerExact is the controller on the same workload
+	// declared at its real costs: the reference of packing D and E.
+	SubjectControllerExact = "lardon3d-controller, declared exactly"
 )
 
 // Record is one line of the results file.

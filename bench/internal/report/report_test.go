@@ -148,3 +148,23 @@ func find(t *testing.T, rows []Row, subject string) Row {
 	t.Fatalf("no row %q in %+v", subject, rows)
 	return Row{}
 }
+
+func TestPackingDEVerdicts(t *testing.T) {
+	for _, c := range []string{CasePackingD, CasePackingE} {
+		mk := func(ms, ref float64) []Record {
+			recs := packing(c, ms, 0)
+			recs = append(recs, Record{Case: c, Subject: SubjectControllerExact, F: map[string]float64{
+				"makespan_s": ref, "items_done": 1280, "items_total": 1280, "cpu_s": 300}})
+			return recs
+		}
+		if v := find(t, Build(mk(110, 100)), SubjectController).Verdict; v != Met {
+			t.Errorf("%s: 1.10× the exact declaration: %q", c, v)
+		}
+		if v := find(t, Build(mk(130, 100)), SubjectController).Verdict; !strings.Contains(v, "1.30× the exact declaration") {
+			t.Errorf("%s: 1.30× must miss: %q", c, v)
+		}
+		if v := find(t, Build(packing(c, 110, 0)), SubjectController).Verdict; !strings.Contains(v, "no complete run declared exactly") {
+			t.Errorf("%s without a reference: %q", c, v)
+		}
+	}
+}

@@ -68,6 +68,8 @@ func Build(recs []Record) []Row {
 	rows = append(rows, crashRows(by[CaseCrash])...)
 	rows = append(rows, packingRows(CasePackingA, by[CasePackingA])...)
 	rows = append(rows, packingRows(CasePackingB, by[CasePackingB])...)
+	rows = append(rows, packingRows(CasePackingD, by[CasePackingD])...)
+	rows = append(rows, packingRows(CasePackingE, by[CasePackingE])...)
 	return rows
 }
 
@@ -367,6 +369,21 @@ func packingTargets(c string, ctl Record, peers []Record, lb LowerBound) (string
 			probs = append(probs, fmt.Sprintf("%.1f s slower than %s (%.1f s)", ms-best, name, best))
 		}
 		return "≤ 1.10× LB, ≤ best hand-split peer, 0 OOM, peak ≤ budget, all items", probs
+	}
+	if c == CasePackingD || c == CasePackingE {
+		var ref *Record
+		for i := range peers {
+			if peers[i].Subject == SubjectControllerExact {
+				ref = &peers[i]
+			}
+		}
+		switch {
+		case ref == nil || !complete(*ref):
+			probs = append(probs, "no complete run declared exactly to compare with")
+		case ms > 1.20*ref.F["makespan_s"]:
+			probs = append(probs, fmt.Sprintf("%.2f× the exact declaration (%.1f s vs %.1f s)", ms/ref.F["makespan_s"], ms, ref.F["makespan_s"]))
+		}
+		return "all items, 0 OOM, ≤ 1.20× the same workload declared exactly", probs
 	}
 	for _, p := range peers {
 		if complete(p) && ms >= p.F["makespan_s"] {

@@ -28,6 +28,9 @@ type Task struct {
 	PerItem int64
 	// CPUPerItem is the CPU time per item.
 	CPUPerItem time.Duration
+	// Declared is the share of the real memory costs the manifest states:
+	// 1 exact, 0.7 under-declared, 0 none (the controller learns them).
+	Declared float64
 }
 
 // Memory is the memory a batch of n items needs.
@@ -87,7 +90,47 @@ func A(p Params) []Task {
 			Fixed:      p.mem(300 * MiB),
 			PerItem:    p.mem(60 * MiB),
 			CPUPerItem: p.cpu(200 * time.Millisecond),
+			Declared:   1,
 		}
+	}
+	return out
+}
+
+// D is workload D: a memory-bound variant of A, 20 tasks x 64 items,
+// 200 MiB fixed, 50 MiB per item, 0.1 CPU-seconds per item, declared at
+// 0.7x its real costs (every batch overruns its contract).
+func D(p Params) []Task {
+	n := p.count(20, 2)
+	out := make([]Task, n)
+	for i := range out {
+		out[i] = Task{
+			Name:       fmt.Sprintf("d-%02d", i),
+			Items:      64,
+			Fixed:      p.mem(200 * MiB),
+			PerItem:    p.mem(50 * MiB),
+			CPUPerItem: p.cpu(100 * time.Millisecond),
+			Declared:   0.7,
+		}
+	}
+	return out
+}
+
+// E is workload E: workload A with no memory declared at all.
+func E(p Params) []Task {
+	out := A(p)
+	for i := range out {
+		out[i].Name = fmt.Sprintf("e-%02d", i)
+		out[i].Declared = 0
+	}
+	return out
+}
+
+// Exact returns tasks declared at their real costs (the reference runs of
+// D and E).
+func Exact(tasks []Task) []Task {
+	out := append([]Task(nil), tasks...)
+	for i := range out {
+		out[i].Declared = 1
 	}
 	return out
 }
@@ -122,6 +165,7 @@ func B(p Params) []Task {
 			Fixed:      p.mem(fixed),
 			PerItem:    p.mem(perItem),
 			CPUPerItem: p.cpu(cpu),
+			Declared:   1,
 		})
 	}
 	return out
@@ -164,10 +208,14 @@ func LowerBound(cpuSeconds, memorySeconds float64, cores int, budget int64) floa
 	return math.Max(cpuSeconds/float64(cores), memorySeconds/float64(budget))
 }
 
-// Quantity renders bytes in Kubernetes notation (whole MiB: Mi).
+// Quantity renders bytes in Kubernetes notation (whole MiB: Mi, whole
+// KiB: Ki).
 func Quantity(b int64) string {
 	if b%MiB == 0 {
 		return fmt.Sprintf("%dMi", b/MiB)
+	}
+	if b%1024 == 0 {
+		return fmt.Sprintf("%dKi", b/1024)
 	}
 	return fmt.Sprintf("%d", b)
 }
@@ -183,14 +231,18 @@ func SynthArgs(synth string, t Task) []string {
 }
 
 // Manifest renders t as a Task manifest the controller runs as written:
-// batch bounds [1, items], one thread, the estimate equal to the step's cost.
+// batch bounds [1, items], one thread, the estimate the step's cost times
+// t.Declared (none stated when 0).
 func Manifest(synth string, t Task, threads int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: %s\n  labels: {bench: packing}\n", t.Name)
 	fmt.Fprintf(&b, "spec:\n  class: custom\n  command: [%s]\n", quoteList(SynthArgs(synth, t)))
 	fmt.Fprintf(&b, "  items: {count: %d}\n", t.Items)
-	fmt.Fprintf(&b, "  resources:\n    fixed: {memory: %s}\n    perItem: {memory: %s}\n    perThread: {memory: \"0\"}\n",
-		Quantity(t.Fixed), Quantity(t.PerItem))
+	b.WriteString("  resources:\n")
+	if t.Declared > 0 {
+		fmt.Fprintf(&b, "    fixed: {memory: %s}\n    perItem: {memory: %s}\n    perThread: {memory: \"0\"}\n",
+			Quantity(declared(t.Fixed, t.Declared)), Quantity(declared(t.PerItem, t.Declared)))
+	}
 	fmt.Fprintf(&b, "    batch: {min: 1, max: %d}\n    threads: %d\n    minThreads: 1\n", t.Items, threads)
 	return b.String()
 }
@@ -270,4 +322,12 @@ func Slots(maxWhole, budget int64) int {
 		k = 1
 	}
 	return k
+}
+
+// declared is b times share, in whole KiB (exact when share is 1).
+func declared(b int64, share float64) int64 {
+	if share == 1 {
+		return b
+	}
+	return int64(math.Round(float64(b)*share/1024)) * 1024
 }

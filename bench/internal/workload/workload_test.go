@@ -130,3 +130,32 @@ func TestManifestsParse(t *testing.T) {
 		t.Fatalf("job line %q", JobLine("/w", "/s", Split(tk, 2)[1]))
 	}
 }
+
+func TestWorkloadsDAndE(t *testing.T) {
+	d, e := D(full), E(full)
+	if len(d) != 20 || d[0].Fixed != 200*MiB || d[0].PerItem != 50*MiB || d[0].Items != 64 || d[0].Declared != 0.7 {
+		t.Fatalf("D %+v", d[0])
+	}
+	var task v1alpha1.Task
+	if err := yaml.UnmarshalStrict([]byte(Manifest("/bin/synth", d[0], 1)), &task); err != nil {
+		t.Fatal(err)
+	}
+	if got := task.Spec.Resources.Fixed.Memory.Value(); got != 140*MiB {
+		t.Fatalf("D declares fixed %d, want 0.7 × 200 MiB", got)
+	}
+	if got := task.Spec.Resources.PerItem.Memory.Value(); got != 35*MiB {
+		t.Fatalf("D declares per item %d, want 0.7 × 50 MiB", got)
+	}
+	task = v1alpha1.Task{}
+	if err := yaml.UnmarshalStrict([]byte(Manifest("/bin/synth", e[0], 1)), &task); err != nil {
+		t.Fatal(err)
+	}
+	if task.Spec.Resources.Fixed.Memory != nil || task.Spec.Resources.PerItem.Memory != nil || e[0].Fixed != 300*MiB {
+		t.Fatalf("E declares memory: %+v", task.Spec.Resources)
+	}
+	task = v1alpha1.Task{}
+	_ = yaml.UnmarshalStrict([]byte(Manifest("/bin/synth", Exact(d)[0], 1)), &task)
+	if got := task.Spec.Resources.PerItem.Memory.Value(); got != 50*MiB {
+		t.Fatalf("exact D per item %d", got)
+	}
+}

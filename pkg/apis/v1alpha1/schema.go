@@ -148,6 +148,8 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string", "enum": Classes}
 	case reflect.TypeFor[Phase]():
 		return map[string]any{"type": "string", "enum": Phases}
+	case reflect.TypeFor[EstimateMode]():
+		return map[string]any{"type": "string", "enum": EstimateModes}
 	}
 	switch t.Kind() {
 	case reflect.Struct:

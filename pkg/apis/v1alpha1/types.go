@@ -122,6 +122,47 @@ type Resources struct {
 	GPUSlots int32 `json:"gpuSlots,omitempty" validate:"min=0,max=1024"`
 	// Scratch is the scratch disk lease a batch needs.
 	Scratch *resource.Quantity `json:"scratch,omitempty"`
+	// Estimate is how the memory costs are chosen: declared (the default
+	// when any memory cost is stated: the costs are the contract, raised
+	// after a batch is killed for memory), learned (the default when none
+	// is: from the profile's history), or strict (the declared costs only;
+	// a batch over them is retried smaller, and fails at batch.min).
+	Estimate EstimateMode `json:"estimate,omitempty" validate:"omitempty,oneof=declared learned strict"`
+	// Profile names the history the task's batches feed and learn from
+	// (default: the class and the base name of command[0], e.g.
+	// features/colmap).
+	Profile string `json:"profile,omitempty" validate:"omitempty,dnsname"`
+}
+
+// EstimateMode says how a task's memory costs are chosen.
+type EstimateMode string
+
+// The estimate modes.
+const (
+	// EstimateDeclared: the stated costs are the contract; a batch killed
+	// for memory is retried under its measured need, bumped.
+	EstimateDeclared EstimateMode = "declared"
+	// EstimateLearned: the profile's learned model gives the costs.
+	EstimateLearned EstimateMode = "learned"
+	// EstimateStrict: the stated costs only; today's fail-fast behaviour.
+	EstimateStrict EstimateMode = "strict"
+)
+
+// EstimateModes lists every estimate mode.
+var EstimateModes = []EstimateMode{EstimateDeclared, EstimateLearned, EstimateStrict}
+
+// EffectiveEstimate is the mode a resources block asks for: its Estimate,
+// else declared when any memory cost is stated, else learned.
+func (r Resources) EffectiveEstimate() EstimateMode {
+	if r.Estimate != "" {
+		return r.Estimate
+	}
+	for _, q := range []*resource.Quantity{r.Fixed.Memory, r.PerItem.Memory, r.PerThread.Memory} {
+		if q != nil && !q.IsZero() {
+			return EstimateDeclared
+		}
+	}
+	return EstimateLearned
 }
 
 // Cost is an amount of memory and GPU memory.
@@ -302,6 +343,10 @@ const (
 	// ConditionRerun is True on a generation started because a dependency
 	// ran again: the message names it.
 	ConditionRerun = "Rerun"
+	// ConditionEstimateLow is True when a batch was killed for memory: the
+	// message says by how much the estimate was low and suggests a
+	// resources block.
+	ConditionEstimateLow = "EstimateTooLow"
 )
 
 // Condition reasons that are not governor reasons.

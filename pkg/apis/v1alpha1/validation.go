@@ -129,6 +129,17 @@ func Validate(t *Task) ErrorList {
 			add(q.path, RuleRange, "must be >= 0", q.q.String())
 		}
 	}
+	if r.Estimate == EstimateStrict {
+		stated := false
+		for _, q := range []*resource.Quantity{r.Fixed.Memory, r.PerItem.Memory, r.PerThread.Memory} {
+			stated = stated || (q != nil && q.Sign() > 0)
+		}
+		if !stated {
+			// Strict runs the declared costs only: with none it would
+			// reserve 0 B, which no task ever does.
+			add("spec.resources.estimate", RuleRequired, "strict needs a memory cost (fixed, perItem or perThread memory)", string(r.Estimate))
+		}
+	}
 	if s.BatchTimeout != nil && s.BatchTimeout.Duration < 0 {
 		add("spec.batchTimeout", RuleRange, "must be >= 0", s.BatchTimeout.Duration.String())
 	}

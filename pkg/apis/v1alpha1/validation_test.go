@@ -52,6 +52,9 @@ func TestValidateMessages(t *testing.T) {
 		{"name missing", func(t *Task) { t.Metadata.Name = "" }, []string{`metadata.name: is required`}, RuleRequired},
 		{"name upper case", func(t *Task) { t.Metadata.Name = "Block_A" }, []string{`metadata.name: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Block_A"`}, RuleFormat},
 		{"name too long", func(t *Task) { t.Metadata.Name = strings.Repeat("a", 254) }, []string{`metadata.name: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "` + strings.Repeat("a", 57) + `..."`}, RuleFormat},
+		{"strict without memory", func(t *Task) { t.Spec.Resources.Estimate = EstimateStrict }, []string{`spec.resources.estimate: strict needs a memory cost (fixed, perItem or perThread memory), got strict`}, RuleRequired},
+		{"estimate", func(t *Task) { t.Spec.Resources.Estimate = "guess" }, []string{`spec.resources.estimate: must be one of declared|learned|strict, got "guess"`}, RuleEnum},
+		{"profile", func(t *Task) { t.Spec.Resources.Profile = "COLMAP 640" }, []string{`spec.resources.profile: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "COLMAP 640"`}, RuleFormat},
 		{"class", func(t *Task) { t.Spec.Class = "feature" }, []string{`spec.class: must be one of import|thumbnails|exif|features|matching|sfm|depthmaps|mesh|texture|custom, got "feature"`}, RuleEnum},
 		{"command missing", func(t *Task) { t.Spec.Command = nil }, []string{`spec.command: is required`}, RuleRequired},
 		{"command empty program", func(t *Task) { t.Spec.Command = []string{"", "x"} }, []string{`spec.command[0]: must name the program to run, got ""`}, RuleRequired},
@@ -136,5 +139,23 @@ func TestFieldErrorFormat(t *testing.T) {
 	l := ErrorList{e, {Path: "spec.command", Rule: RuleRequired, Detail: "is required"}, {Rule: RuleDocument, Detail: "two documents"}}
 	if got, want := l.Error(), "line 12: spec.resources.batch.max: must be >= batch.min (1), got 0; spec.command: is required; two documents"; got != want {
 		t.Errorf("ErrorList.Error() = %q, want %q", got, want)
+	}
+}
+
+func TestEffectiveEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		r    Resources
+		want EstimateMode
+	}{
+		{Resources{}, EstimateLearned},
+		{Resources{Fixed: Cost{Memory: qty("0")}}, EstimateLearned},
+		{Resources{Fixed: Cost{GPUMemory: qty("1Gi")}}, EstimateLearned},
+		{Resources{PerItem: Cost{Memory: qty("2Mi")}}, EstimateDeclared},
+		{Resources{PerThread: Cost{Memory: qty("90Mi")}, Estimate: EstimateStrict}, EstimateStrict},
+		{Resources{Fixed: Cost{Memory: qty("1Gi")}, Estimate: EstimateLearned}, EstimateLearned},
+	} {
+		if got := tc.r.EffectiveEstimate(); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.r, got, tc.want)
+		}
 	}
 }

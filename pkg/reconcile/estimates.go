@@ -1,0 +1,163 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
+)
+
+// estimatesFile is where a running controller publishes every profile's
+// model: the history store is locked by the controller while it runs.
+const estimatesFile = "estimates.json"
+
+// ProfileEstimate is what the history says of one profile, for people.
+type ProfileEstimate struct {
+	// Profile is the history's key.
+	Profile string `json:"profile"`
+	// State of the model: none, censored, slow-start or firm.
+	State string `json:"state"`
+	// Samples succeeded, Censored were killed for memory, of Total batches.
+	Samples  int `json:"samples"`
+	Censored int `json:"censored"`
+	Total    int `json:"total"`
+	// Fitted costs in bytes, without margins.
+	FittedFixed     int64 `json:"fittedFixedBytes"`
+	FittedPerItem   int64 `json:"fittedPerItemBytes"`
+	FittedPerThread int64 `json:"fittedPerThreadBytes"`
+	// Residual is the upper quantile of the residuals, in bytes.
+	Residual int64 `json:"residualBytes"`
+	// Costs are the estimate the model gives (margins included), when OK.
+	Costs history.Costs `json:"costs"`
+	OK    bool          `json:"ok"`
+	// Note qualifies the suggested costs.
+	Note string `json:"note,omitempty"`
+	// MaxItems, MaxThreads and MaxPeak of the successful batches.
+	MaxItems   int64 `json:"maxItems"`
+	MaxThreads int   `json:"maxThreads"`
+	MaxPeak    int64 `json:"maxPeakBytes"`
+	// DurationFixed and DurationPerItem of the successful batches.
+	DurationFixed   time.Duration `json:"durationFixed"`
+	DurationPerItem time.Duration `json:"durationPerItem"`
+	// EfficientBatch is the batch with the least predicted time per item
+	// when larger batches cost more per item (0: none seen): a batch.max
+	// to suggest, the cap of --batch-policy efficient.
+	EfficientBatch int64 `json:"efficientBatch,omitempty"`
+	// Efficiency is the mean peak ÷ reserved memory.
+	Efficiency float64 `json:"efficiency"`
+	// LastBatch is when the newest batch ended.
+	LastBatch time.Time `json:"lastBatch"`
+}
+
+// EstimateOf summarises a profile of book.
+func EstimateOf(book *history.Book, profile string) ProfileEstimate {
+	s := Suggest(book, profile)
+	m := s.Model
+	return ProfileEstimate{
+		Profile: profile, State: m.State.String(),
+		Samples: m.Samples, Censored: m.Censored, Total: m.Total,
+		FittedFixed: int64(m.Fixed), FittedPerItem: int64(m.PerItem), FittedPerThread: int64(m.PerThread),
+		Residual: int64(m.Residual), Costs: s.Costs, OK: s.OK, Note: s.Note,
+		MaxItems: m.MaxItems, MaxThreads: m.MaxThreads, MaxPeak: m.MaxPeak,
+		DurationFixed: m.DurationFixed, DurationPerItem: m.DurationPerItem, EfficientBatch: m.EfficientBatch,
+		Efficiency: m.Efficiency, LastBatch: m.LastTime,
+	}
+}
+
+// Estimates summarises every profile of book, sorted by profile.
+func Estimates(book *history.Book) []ProfileEstimate {
+	var out []ProfileEstimate
+	for _, p := range book.Profiles() {
+		out = append(out, EstimateOf(book, p))
+	}
+	return out
+}
+
+// publishEstimates writes every profile's summary into stateDir, atomically.
+func publishEstimates(stateDir string, est []ProfileEstimate) error {
+	data, err := json.Marshal(est)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(stateDir, "."+estimatesFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(stateDir, estimatesFile))
+}
+
+// ReadEstimates returns every profile's summary from the history in
+// stateDir: from the store when no controller holds it, else from what
+// the running controller published. No history at all is an empty list.
+func ReadEstimates(stateDir string) ([]ProfileEstimate, error) {
+	path := filepath.Join(stateDir, history.FileName)
+	s, err := history.Open(path, history.Options{ReadOnly: true})
+	switch {
+	case err == nil:
+		defer s.Close()
+		all, _, err := s.Load()
+		if err != nil {
+			return nil, err
+		}
+		book := history.NewBook(0, history.Params{})
+		book.Load(all)
+		return Estimates(book), nil
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	case !errors.Is(err, history.ErrLocked):
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(stateDir, estimatesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []ProfileEstimate
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("%s: %w", estimatesFile, err)
+	}
+	return out, nil
+}
+
+// openHistory opens the store in stateDir and loads it into book. A store
+// that cannot be opened (held, unreadable) leaves the controller with the
+// in-memory book only, and says so; a store bbolt finds invalid is moved
+// aside (never deleted) and a new one started.
+func openHistory(stateDir string, book *history.Book, log zerolog.Logger) *history.Store {
+	path := filepath.Join(stateDir, history.FileName)
+	s, err := history.Open(path, history.Options{})
+	if err != nil && !errors.Is(err, history.ErrLocked) && !errors.Is(err, os.ErrPermission) {
+		aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
+		if rerr := os.Rename(path, aside); rerr == nil {
+			log.Warn().Err(err).Str("movedTo", aside).Msg("history store unreadable; moved aside, starting a new one")
+			s, err = history.Open(path, history.Options{})
+		}
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("history store not opened; learning in memory only for this run")
+		return nil
+	}
+	all, skipped, err := s.Load()
+	if err != nil {
+		log.Warn().Err(err).Msg("history store not loaded; learning from new batches only")
+		return s
+	}
+	if skipped > 0 {
+		log.Warn().Int("skipped", skipped).Msg("history records that do not decode were skipped")
+	}
+	book.Load(all)
+	n := 0
+	for _, r := range all {
+		n += len(r)
+	}
+	log.Info().Int("profiles", len(all)).Int("batches", n).Msg("history loaded")
+	return s
+}

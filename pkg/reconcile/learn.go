@@ -1,0 +1,234 @@
+package reconcile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+)
+
+// DefaultProvisionalFraction is the share of the memory capacity a task
+// with no estimate and no history reserves for its first batch.
+const DefaultProvisionalFraction = 0.25
+
+// minProvisional is the least a provisional reservation asks for.
+const minProvisional = 64 << 20
+
+// ProfileOf names the history a task's batches feed: spec.resources.profile,
+// else the class and the base name of command[0] (for `sh -c SCRIPT` and
+// the like, the shell and a hash of the script, since the shell says
+// nothing of the program).
+func ProfileOf(spec *v1alpha1.TaskSpec) string {
+	if spec.Resources.Profile != "" {
+		return spec.Resources.Profile
+	}
+	class := string(spec.Class)
+	if class == "" {
+		class = string(v1alpha1.ClassCustom)
+	}
+	prog := "none"
+	if len(spec.Command) > 0 {
+		prog = filepath.Base(spec.Command[0])
+		switch prog {
+		case "sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "python", "python3":
+			sum := sha256.Sum256([]byte(strings.Join(spec.Command[1:], "\x00")))
+			prog += "-" + hex.EncodeToString(sum[:4])
+		}
+	}
+	p := class + "/" + prog
+	if len(p) > history.MaxProfileLen {
+		p = p[:history.MaxProfileLen]
+	}
+	return p
+}
+
+// learner is the queue's Learner: it keeps every finished batch in the
+// book (in memory, at once) and hands it to persist (the history store,
+// asynchronously), and builds the estimates of learning tasks from the
+// profile's model. Lock order: queue, then the book, then the governor.
+type learner struct {
+	book *history.Book
+	gov  interface {
+		Memory() (grantable, free int64)
+	}
+	// provisional is the share of the grantable memory of a first batch
+	// with nothing known; provisionalBytes, when > 0, replaces it.
+	provisional      float64
+	provisionalBytes int64
+	// efficient caps every batch at the profile's EfficientBatch
+	// (--batch-policy efficient).
+	efficient bool
+	// persist hands a record to the store's writer; it never blocks.
+	persist func(history.Entry)
+	now     func() time.Time
+}
+
+var _ queue.Learner = (*learner)(nil)
+
+// Observe records a finished batch. REQUIRES: called by the queue, its
+// mutex held: no IO here.
+func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
+	rec := history.Record{
+		Time:            res.Ended,
+		Task:            t.Name,
+		Items:           b.Size,
+		Threads:         b.Contract.Threads,
+		InputBytes:      res.InputBytes,
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		WorkingSetBytes: res.PeakWorkingSetBytes,
+		LimitBytes:      b.Contract.MemoryBytes,
+		Duration:        res.Ended.Sub(res.Started),
+		ExitCode:        res.ExitCode,
+		Reason:          res.Reason,
+		KilledForMemory: res.Reason == v1alpha1.ReasonMemoryExceeded,
+	}
+	if rec.WorkingSetBytes == 0 {
+		// Without a cgroup (the sampler), the peak stands for it.
+		rec.WorkingSetBytes = rec.PeakMemoryBytes
+	}
+	if rec.Time.IsZero() {
+		rec.Time = l.now()
+	}
+	if t.Profile == "" {
+		return
+	}
+	l.book.Add(t.Profile, rec)
+	if l.persist != nil {
+		l.persist(history.Entry{Profile: t.Profile, Record: rec})
+	}
+}
+
+// Estimate is the estimate of a learning task's next batch, or of a task
+// killed for memory (kills > 0):
+//   - a task that stated costs and was never killed keeps them until the
+//     profile's model has Params.MinSamples successful batches; then, in
+//     learned mode, the model's costs; in declared mode, the declared
+//     costs unless they give less than the model (the declaration was
+//     proven too low by the profile's batches);
+//   - otherwise the model's costs, when it has any (slow start included);
+//   - otherwise a provisional reservation at batch.min.
+//
+// Only the memory costs and the batch cap change; GPU, threads and slots
+// stay as declared.
+func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
+	m := l.book.Model(t.Profile)
+	e := l.estimate(t, kills, m)
+	if l.efficient && m.EfficientBatch > 0 {
+		// Among the batches that fit, the least time per item: its
+		// predicted time per item is convex in the batch size.
+		e.BatchMax = min(e.BatchMax, max(m.EfficientBatch, e.BatchMin))
+	}
+	return e
+}
+
+// estimate is Estimate before the batch policy.
+func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.Estimate {
+	e := t.Estimate
+	declared := e.FixedMemory > 0 || e.PerItemMemory > 0 || e.PerThreadMemory > 0
+	p := l.book.Params()
+	c, ok := m.Costs(p)
+	if kills == 0 && declared {
+		switch {
+		case m.Samples < p.MinSamples:
+			return e
+		case t.Mode != v1alpha1.EstimateLearned && !(ok && l.belowMeasured(e, c)):
+			// The declaration stands unless the profile's batches proved
+			// it too low: then every task of the profile gets the
+			// measured need, not only those killed.
+			return e
+		}
+	}
+	if ok {
+		if small, ok := m.SmallCosts(p); ok {
+			// One batch size known (n0): the costs assume no fixed cost,
+			// exact at n0 and safe above it only. The items left below
+			// n0 get the peak at n0; else the batch is at least n0.
+			if t.ItemsTotal-t.ItemsDone < m.MaxItems {
+				c = small
+			} else {
+				e.BatchMin = max(e.BatchMin, min(m.MaxItems, e.BatchMax))
+			}
+		}
+		e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = c.FixedBytes, c.PerItemBytes, c.PerThreadBytes
+		if c.BatchCap > 0 {
+			e.BatchMax = min(e.BatchMax, max(c.BatchCap, e.BatchMin))
+		}
+		return e
+	}
+	// Nothing known: batch.min under a provisional reservation, clamped
+	// to what is free so that it does not wait for a guess.
+	grant, free := l.gov.Memory()
+	prov := l.provisionalBytes
+	if prov <= 0 {
+		prov = int64(float64(grant) * l.provisional)
+	}
+	prov = max(min(prov, free), min(minProvisional, grant))
+	e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = max(prov, 1), 0, 0
+	e.BatchMax = e.BatchMin
+	return e
+}
+
+// belowMeasured reports whether the declared estimate e gives its largest
+// batch less than the learned costs c do.
+func (l *learner) belowMeasured(e governor.Estimate, c history.Costs) bool {
+	n := e.BatchMax
+	if c.BatchCap > 0 {
+		n = min(n, max(c.BatchCap, e.BatchMin))
+	}
+	declared := e.FixedMemory + e.PerItemMemory*n + e.PerThreadMemory*int64(e.Threads)
+	return c.Need(n, e.Threads) > declared
+}
+
+// Suggestion is what the history says a task should declare.
+type Suggestion struct {
+	// Profile and its model.
+	Profile string
+	Model   history.Model
+	// Costs are the learned costs, margins included (valid when OK).
+	Costs history.Costs
+	OK    bool
+	// Note qualifies the suggestion (empty when none).
+	Note string
+}
+
+// Suggest returns the learned costs of a profile. With a single batch size
+// seen, fixed and per-item costs cannot be told apart: the suggestion is
+// then the peak at that size as a fixed cost (safe up to it), and Note
+// says so.
+func Suggest(book *history.Book, profile string) Suggestion {
+	m := book.Model(profile)
+	p := book.Params()
+	c, ok := m.Costs(p)
+	s := Suggestion{Profile: profile, Model: m, Costs: c, OK: ok && m.State >= history.StateSlowStart}
+	if small, ok := m.SmallCosts(p); ok {
+		s.Costs = small
+		s.Note = fmt.Sprintf("only batches of %d items seen: valid up to that size", m.MaxItems)
+	}
+	return s
+}
+
+// ResourcesBlock is a resources block to paste, from learned costs.
+func ResourcesBlock(c history.Costs) string {
+	return fmt.Sprintf("resources: {fixed: {memory: %s}, perItem: {memory: %s}, perThread: {memory: %s}}",
+		quantityMi(c.FixedBytes), quantityMi(c.PerItemBytes), quantityMi(c.PerThreadBytes))
+}
+
+// quantityMi rounds bytes up to a whole MiB (a whole KiB below 64 MiB, so
+// that small per-item costs are not inflated), in Kubernetes notation.
+func quantityMi(b int64) string {
+	unit := int64(1 << 20)
+	if b < 64<<20 {
+		unit = 1 << 10
+	}
+	n := (b + unit - 1) / unit
+	return resource.NewQuantity(n*unit, resource.BinarySI).String()
+}

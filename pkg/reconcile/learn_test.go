@@ -1,0 +1,182 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+)
+
+type fakeMemory struct{ grant, free int64 }
+
+func (f fakeMemory) Memory() (int64, int64) { return f.grant, f.free }
+
+const mi = int64(1 << 20)
+
+func TestProfileOf(t *testing.T) {
+	for _, tc := range []struct {
+		spec v1alpha1.TaskSpec
+		want string
+	}{
+		{v1alpha1.TaskSpec{Class: "features", Command: []string{"/usr/bin/colmap", "feature_extractor"}}, "features/colmap"},
+		{v1alpha1.TaskSpec{Command: []string{"lardon3d-synth"}}, "custom/lardon3d-synth"},
+		{v1alpha1.TaskSpec{Command: []string{"colmap"}, Resources: v1alpha1.Resources{Profile: "colmap-features-640"}}, "colmap-features-640"},
+	} {
+		if got := ProfileOf(&tc.spec); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.spec.Command, got, tc.want)
+		}
+	}
+	a := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap a"}})
+	b := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap b"}})
+	if a == b || a[:10] != "custom/sh-" {
+		t.Errorf("two shell scripts share profile %q / %q", a, b)
+	}
+}
+
+func newTestLearner(free int64) *learner {
+	return &learner{
+		book: history.NewBook(0, history.Params{}), gov: fakeMemory{grant: 4096 * mi, free: free},
+		provisional: DefaultProvisionalFraction, now: time.Now,
+	}
+}
+
+func learnTask(mode v1alpha1.EstimateMode, fixed, perItem int64) *queue.Task {
+	return &queue.Task{Name: "t", Profile: "custom/synth", Mode: mode, ItemsTotal: 16,
+		Estimate: governor.Estimate{FixedMemory: fixed, PerItemMemory: perItem, BatchMin: 1, BatchMax: 16, Threads: 1, MinThreads: 1}}
+}
+
+func finish(l *learner, t *queue.Task, items int64, peak, limit int64, killed bool) {
+	res := queue.BatchResult{PeakMemoryBytes: peak, Started: time.Unix(0, 0), Ended: time.Unix(1, 0)}
+	if killed {
+		res.ExitCode, res.Reason = -1, v1alpha1.ReasonMemoryExceeded
+	}
+	l.Observe(t, queue.Batch{Size: items, Contract: governor.Contract{Threads: 1, MemoryBytes: limit}}, res)
+}
+
+// No estimate, no history: batch.min under a quarter of the capacity,
+// clamped to what is free, never 0 B; then a slow start from what the
+// first batch measured; then the fit.
+func TestLearnerSlowStart(t *testing.T) {
+	l := newTestLearner(4096 * mi)
+	tk := learnTask(v1alpha1.EstimateLearned, 0, 0)
+	e := l.Estimate(tk, 0)
+	if e.FixedMemory != 1024*mi || e.PerItemMemory != 0 || e.BatchMax != 1 {
+		t.Fatalf("provisional: %+v, want 1GiB at batch.min", e)
+	}
+	if e := newTestLearner(300*mi).Estimate(tk, 0); e.FixedMemory != 300*mi {
+		t.Fatalf("provisional with 300MiB free: %d MiB, want clamped to 300", e.FixedMemory/mi)
+	}
+	if e := newTestLearner(0).Estimate(tk, 0); e.FixedMemory != 64*mi {
+		t.Fatalf("provisional with nothing free: %d MiB, want the 64MiB floor (never 0 B)", e.FixedMemory/mi)
+	}
+	// True costs 64Mi + 16Mi per item.
+	peak := func(n int64) int64 { return 64*mi + 16*mi*n }
+	finish(l, tk, 1, peak(1), 1024*mi, false)
+	e = l.Estimate(tk, 0)
+	if e.BatchMax != 2 || e.FixedMemory+2*e.PerItemMemory < 2*peak(1) {
+		t.Fatalf("after one batch: %+v, want at most 2 items and no less than twice the first peak", e)
+	}
+	finish(l, tk, 2, peak(2), 200*mi, false)
+	finish(l, tk, 4, peak(4), 200*mi, false)
+	e = l.Estimate(tk, 0)
+	if e.BatchMax != 16 {
+		t.Fatalf("firm: batch max %d, want 16 (4 × 4, capped by the task)", e.BatchMax)
+	}
+	for _, n := range []int64{4, 8, 16} {
+		need := e.FixedMemory + e.PerItemMemory*n
+		if need < peak(n) || float64(need) > 1.25*float64(peak(n)) {
+			t.Errorf("firm: need(%d) %d MiB, true %d MiB: want within +25%%", n, need/mi, peak(n)/mi)
+		}
+	}
+}
+
+// A declared task keeps its costs until killed; then it gets more than the
+// kill had. A learned task with declared costs switches to the model once
+// it is firm.
+func TestLearnerDeclared(t *testing.T) {
+	l := newTestLearner(4096 * mi)
+	tk := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	if e := l.Estimate(tk, 0); e != tk.Estimate {
+		t.Fatalf("declared, no kill: %+v changed", e)
+	}
+	finish(l, tk, 16, 240*mi, 210*mi, true)
+	e := l.Estimate(tk, 1)
+	if need := e.FixedMemory + e.PerItemMemory*min(16, e.BatchMax); need < (history.Params{}).Bump(240*mi) {
+		t.Fatalf("after a kill at 240MiB: %d MiB for a batch of %d", need/mi, e.BatchMax)
+	}
+
+	// Another task of the profile, declared as low, is not killed in turn
+	// once the profile's batches proved the declaration too low; one
+	// declared above the measured need keeps its declaration.
+	for _, n := range []int64{2, 5, 9} {
+		finish(l, tk, n, 64*mi+16*mi*n, 0, false)
+	}
+	other := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	other.Name = "other"
+	if e := l.Estimate(other, 0); e.FixedMemory+e.PerItemMemory*min(16, e.BatchMax) < 64*mi+16*mi*min(16, e.BatchMax) {
+		t.Fatalf("a second task declared too low, profile firm: %+v, below the measured need", e)
+	}
+	generous := learnTask(v1alpha1.EstimateDeclared, 500*mi, 30*mi)
+	if e := l.Estimate(generous, 0); e != generous.Estimate {
+		t.Fatalf("a generous declaration was changed: %+v", e)
+	}
+
+	l = newTestLearner(4096 * mi)
+	tk = learnTask(v1alpha1.EstimateLearned, 2*(64*mi), 2*(16*mi)) // declared twice the truth
+	if e := l.Estimate(tk, 0); e != tk.Estimate {
+		t.Fatalf("learned with declared costs, no history: %+v, want the declaration", e)
+	}
+	for _, n := range []int64{2, 5, 9, 16} {
+		finish(l, tk, n, 64*mi+16*mi*n, 0, false)
+	}
+	e = l.Estimate(tk, 0)
+	if need := e.FixedMemory + 16*e.PerItemMemory; float64(need) > 1.25*float64(64*mi+16*16*mi) {
+		t.Fatalf("learned, firm: %d MiB for 16 items, want the model's (about %d MiB), not the declaration", need/mi, (64*mi+16*16*mi)/mi)
+	}
+}
+
+// The queue asks the learner at every admission of every task not in
+// strict mode: the declared path must stay cheap.
+func BenchmarkLearnerEstimateDeclared(b *testing.B) {
+	l := newTestLearner(4096 * mi)
+	tk := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	for _, n := range []int64{2, 5, 9, 16} {
+		finish(l, tk, n, 64*mi+16*mi*n, 0, false)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = l.Estimate(tk, 0)
+	}
+}
+
+func TestResourcesBlockRounding(t *testing.T) {
+	got := ResourcesBlock(history.Costs{FixedBytes: 300*mi + 1, PerItemBytes: 13*mi + mi/10, PerThreadBytes: 0})
+	want := "resources: {fixed: {memory: 301Mi}, perItem: {memory: 13415Ki}, perThread: {memory: 0}}"
+	if got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+}
+
+// --batch-policy efficient caps the batch at the profile's efficient size;
+// the default policy does not.
+func TestLearnerBatchPolicy(t *testing.T) {
+	for _, efficient := range []bool{false, true} {
+		l := newTestLearner(4096 * mi)
+		l.efficient = efficient
+		tk := learnTask(v1alpha1.EstimateLearned, 0, 0)
+		tk.Estimate.BatchMax, tk.ItemsTotal = 64, 64
+		for i, n := range []int64{4, 8, 16, 24, 32, 48, 64} {
+			secs := 2 + 0.2*float64(n) + 0.005*float64(n*n)
+			l.Observe(tk, queue.Batch{Size: n, Contract: governor.Contract{Threads: 1}}, queue.BatchResult{
+				PeakMemoryBytes: (300 + 60*n) * mi, Started: time.Unix(int64(i)*100, 0),
+				Ended: time.Unix(int64(i)*100, 0).Add(time.Duration(secs * float64(time.Second)))})
+		}
+		e := l.Estimate(tk, 0)
+		if want := map[bool]int64{false: 64, true: 20}[efficient]; e.BatchMax != want {
+			t.Errorf("efficient %v: batch max %d, want %d", efficient, e.BatchMax, want)
+		}
+	}
+}
