@@ -171,7 +171,9 @@ spec:
 	if lb == nil || lb.Reason != v1alpha1.ReasonMemoryExceeded {
 		t.Fatalf("last batch %+v, want MemoryExceeded", lb)
 	}
-	if lb.PeakMemory == nil || lb.PeakMemory.Value() > 23<<20 {
-		t.Errorf("peak %v, want at most the limit (20Mi + 10%%)", lb.PeakMemory)
+	// Retried under its measured need until the machine cannot grant it,
+	// each attempt stopped at its limit: never the 600 MiB it wanted.
+	if task.Status.Phase != v1alpha1.PhaseFailed || lb.PeakMemory == nil || lb.PeakMemory.Value() >= 600<<20 {
+		t.Errorf("phase %s, last peak %v; want Failed with every attempt stopped below 600 MiB", task.Status.Phase, lb.PeakMemory)
 	}
 }

@@ -146,7 +146,7 @@ func TestV2MemoryReadings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := MemoryStats{Usage: 300000000, Peak: 500000000, WorkingSet: 150000000, OOMKills: 2}
+	want := MemoryStats{Usage: 300000000, Peak: 500000000, WorkingSet: 150000000, OOMKills: 2, File: 200000000}
 	if m != want {
 		t.Errorf("Memory() = %+v, want %+v", m, want)
 	}
