@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -177,17 +178,37 @@ func (c *Cgroup) Enter(pid int) error {
 	return nil
 }
 
-// Pids lists the processes in the memory cgroup.
+// Pids lists the processes in the memory cgroup and in every cgroup below
+// it (the controller's batches run in cgroups of their own inside the
+// envelope).
 func (c *Cgroup) Pids() ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(c.MemDir, "cgroup.procs"))
+	var pids []int
+	err := filepath.WalkDir(c.MemDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path != c.MemDir && errors.Is(err, fs.ErrNotExist) {
+				return nil // a batch's cgroup removed meanwhile
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			if path != c.MemDir && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, p)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.MemDir, err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, p)
-		}
 	}
 	return pids, nil
 }
@@ -195,9 +216,16 @@ func (c *Cgroup) Pids() ([]int, error) {
 // OOMKills reads the cumulative OOM kill count of the memory cgroup
 // (memory.events oom_kill on v2, memory.oom_control oom_kill on v1).
 func (c *Cgroup) OOMKills() (int64, error) {
+	// The envelope's own kills, not its children's: a batch the kernel
+	// stops at its own cgroup's limit is the controller's enforcement, not
+	// an overrun of the envelope (v1 counts per cgroup; v2's memory.events
+	// counts the subtree, memory.events.local the cgroup alone).
 	name := "memory.oom_control"
 	if c.Version == V2 {
 		name = "memory.events"
+		if _, err := os.Stat(filepath.Join(c.MemDir, "memory.events.local")); err == nil {
+			name = "memory.events.local"
+		}
 	}
 	f, err := os.Open(filepath.Join(c.MemDir, name))
 	if err != nil {

@@ -138,6 +138,15 @@ func TestOpenAndCounters(t *testing.T) {
 	if p, _ := cg.Pids(); len(p) != 2 || p[1] != 6 {
 		t.Fatalf("pids %v", p)
 	}
+	// A batch's cgroup inside the envelope: its processes are the
+	// envelope's too.
+	must(t, os.MkdirAll(filepath.Join(dir, "lardon3d-x", "batch-1"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "lardon3d-x", "batch-1", "cgroup.procs"), []byte("7
+"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "lardon3d-x", "cgroup.procs"), []byte(""), 0o644))
+	if p, _ := cg.Pids(); len(p) != 3 || p[2] != 7 {
+		t.Fatalf("pids with a child cgroup %v, want 5 6 7", p)
+	}
 	if ns, ok := cg.CPUNanos(); !ok || ns != 2_500_000_000 {
 		t.Fatalf("cpu %d %v", ns, ok)
 	}
