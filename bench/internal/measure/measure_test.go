@@ -141,8 +141,7 @@ func TestOpenAndCounters(t *testing.T) {
 	// A batch's cgroup inside the envelope: its processes are the
 	// envelope's too.
 	must(t, os.MkdirAll(filepath.Join(dir, "lardon3d-x", "batch-1"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "lardon3d-x", "batch-1", "cgroup.procs"), []byte("7
-"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "lardon3d-x", "batch-1", "cgroup.procs"), []byte("7\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "lardon3d-x", "cgroup.procs"), []byte(""), 0o644))
 	if p, _ := cg.Pids(); len(p) != 3 || p[2] != 7 {
 		t.Fatalf("pids with a child cgroup %v, want 5 6 7", p)
