@@ -36,7 +36,7 @@ func newClient(t *testing.T, env *kubetest.Env, cfg *rest.Config) ctrlclient.Cli
 	return c
 }
 
-func createTasks(t *testing.T, ctx context.Context, c ctrlclient.Client, ns string, n int) {
+func createTasks(t testing.TB, ctx context.Context, c ctrlclient.Client, ns string, n int) {
 	t.Helper()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -20,13 +20,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -74,10 +78,15 @@ func Assets(t testing.TB) string {
 	return lines[len(lines)-1]
 }
 
+var quietLogs sync.Once
+
 // Start starts etcd and kube-apiserver, installs the CRD and returns the
 // environment; t.Cleanup stops it.
 func Start(t testing.TB) *Env {
 	t.Helper()
+	// controller-runtime logs nowhere until told, and says so with a stack
+	// trace after 30 s; the tests report through t, not through its log.
+	quietLogs.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 	scheme := kruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
