@@ -102,7 +102,8 @@ func TakeOverable(t *kubeapi.Task, holder *coordinationv1.Lease, now time.Time) 
 
 // TakeOver claims a task whose holder is gone (TakeOverable), with the same
 // conditional update as Claim and Seq+1. Progress is kept: the new holder
-// resumes from the items the status says are committed. The former holder,
+// resumes from the items the status says are committed; the former
+// holder's process group record is dropped. The former holder,
 // if it comes back, finds its writes fenced (Commit returns ErrFenced).
 func (c *Claimer) TakeOver(ctx context.Context, task *kubeapi.Task, holder *coordinationv1.Lease, contract v1alpha1.Contract) (ClaimOutcome, error) {
 	if !TakeOverable(task, holder, c.now()) {
@@ -132,6 +133,10 @@ func (c *Claimer) claim(ctx context.Context, task *kubeapi.Task, contract v1alph
 	}
 	next.Status.Reservation = contract.DeepCopy()
 	next.Status.Phase = v1alpha1.PhaseReserved
+	// A process group recorded by the former holder names a process on
+	// another machine: the new holder's restart logic must never kill a
+	// local process by that number.
+	next.Status.ProcessGroup = nil
 	// Update sends next.ResourceVersion: the API server applies it only if
 	// the object is still at that version, and answers 409 otherwise.
 	if err := c.Client.Status().Update(ctx, next); err != nil {
@@ -171,7 +176,8 @@ func (c *Claimer) Holds(task *kubeapi.Task, seq int64) bool {
 // conflict the task is read again: still held under seq, mutate is applied
 // to the fresh read and written again; held under another claim, nothing
 // is written and Commit returns ErrFenced. On success *task is the stored
-// object. mutate must not touch the claim.
+// object. mutate sees only the spool's part of the status: it cannot change
+// the claim.
 func (c *Claimer) Commit(ctx context.Context, task *kubeapi.Task, seq int64, mutate func(*v1alpha1.TaskStatus)) error {
 	cur := task.DeepCopy()
 	for attempt := 0; ; attempt++ {

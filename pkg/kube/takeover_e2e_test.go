@@ -23,7 +23,7 @@ import (
 // progress on them; while its Lease is alive nobody may take them over;
 // once it expired (fake clock), node-b and node-c race to take them over
 // from the same read and each task goes to exactly one of them, with
-// Seq 2 and the committed progress kept; node-a, coming back with its old
+// Seq 2, the committed progress kept and node-a's process group dropped; node-a, coming back with its old
 // view, has every commit refused with ErrFenced and its progress is not
 // written; the new holder's commits go through even from a stale read.
 func TestTakeOverFencesTheStaleHolder(t *testing.T) {
@@ -55,6 +55,7 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 		if err := a.Commit(ctx, task, 1, func(st *v1alpha1.TaskStatus) {
 			st.Phase = v1alpha1.PhaseRunning
 			st.Progress = v1alpha1.Progress{ItemsDone: 2, ItemsTotal: 4, BatchesDone: 1}
+			st.ProcessGroup = &v1alpha1.ProcessGroupRef{PGID: 4242, StartTicks: 99}
 		}); err != nil {
 			t.Fatalf("node-a committing %s: %v", task.Name, err)
 		}
@@ -129,6 +130,9 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 		}
 		if task.Status.Progress.ItemsDone != 2 || task.Status.Progress.BatchesDone != 1 {
 			t.Errorf("%s: takeover lost the committed progress: %+v", task.Name, task.Status.Progress)
+		}
+		if task.Status.ProcessGroup != nil {
+			t.Errorf("%s: the former holder's process group %+v survived the takeover", task.Name, task.Status.ProcessGroup)
 		}
 	}
 
