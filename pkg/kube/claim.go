@@ -125,6 +125,11 @@ func (c *Claimer) claim(ctx context.Context, task *kubeapi.Task, contract v1alph
 	if task.ResourceVersion == "" {
 		return 0, fmt.Errorf("claim %s/%s: the task has no resourceVersion (it was not read from the API server)", task.Namespace, task.Name)
 	}
+	// A takeover of a Running or Paused task is the restart of the phase
+	// machine (→ Pending) and a claim (Pending → Reserved) in one write.
+	if from := task.Status.Phase; from != "" && from != v1alpha1.PhasePending && !v1alpha1.AllowedTransition(from, v1alpha1.PhasePending) {
+		return 0, fmt.Errorf("claim %s/%s: phase %s cannot go back to Pending", task.Namespace, task.Name, from)
+	}
 	next := task.DeepCopy()
 	next.Status.Claim = &kubeapi.Claim{
 		Node:      c.Node,
