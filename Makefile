@@ -6,8 +6,12 @@ FUZZTIME ?= 1m
 # RAPID_SEED pins the property tests (pgregory.net/rapid) in `make test`;
 # `make test-random` runs them with fresh seeds.
 RAPID_SEED ?= 1
+# KUBE_ASSETS is the directory holding the kube-apiserver and etcd the
+# Kubernetes tests start (pkg/kube); hack/kube-test-binaries.sh builds them
+# from Go modules on first use (minutes, once) into ~/.cache/lardon3d/kube.
+KUBE_ASSETS = $${LARDON3D_KUBE_ASSETS:-$$(bash hack/kube-test-binaries.sh)}
 
-.PHONY: all build run test test-random vet fmt-check unit fuzz schemas bench colmap-demo clean
+.PHONY: all build run test test-kube kube-assets generate test-random vet fmt-check unit fuzz schemas bench colmap-demo clean
 
 all: build
 
@@ -33,11 +37,25 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 unit: build
-	RAPID_SEED=$(RAPID_SEED) LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -timeout 15m ./...
+	assets=$(KUBE_ASSETS) && \
+	LARDON3D_KUBE_ASSETS="$$assets" RAPID_SEED=$(RAPID_SEED) LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -timeout 15m ./...
+
+## test-kube: only the Kubernetes tests (real etcd + kube-apiserver, the CRD), verbosely
+test-kube: build
+	assets=$(KUBE_ASSETS) && \
+	LARDON3D_KUBE_ASSETS="$$assets" LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -v -timeout 15m ./pkg/kubeapi/... ./pkg/kube/...
+
+## kube-assets: build (once) and print the directory of kube-apiserver and etcd
+kube-assets:
+	@bash hack/kube-test-binaries.sh
+
+## generate: regenerate the deep copies and the CRD (deploy/crd) from the Go types
+generate:
+	bash hack/generate.sh
 
 ## test-random: the property and randomized tests with fresh seeds (on purpose, not in CI)
 test-random: build
-	RAPID_SEED=0 LARDON3D_RANDOM_SEED=random LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count 1 -timeout 30m ./...
+	assets=$(KUBE_ASSETS) && LARDON3D_KUBE_ASSETS="$$assets" RAPID_SEED=0 LARDON3D_RANDOM_SEED=random LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count 1 -timeout 30m ./...
 
 ## fuzz: explore every fuzz target for FUZZTIME each; commit what it finds under testdata/fuzz
 fuzz:

@@ -107,6 +107,8 @@ func ParseManifest(fileName string, data []byte) (*Task, error) {
 const MaxErrors = 50
 
 // SyntaxError reports a manifest that is not parseable YAML.
+//
+// +kubebuilder:object:generate=false
 type SyntaxError struct {
 	// Line is the 1-based line of the error, 0 when unknown.
 	Line int

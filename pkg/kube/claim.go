@@ -1,0 +1,214 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
+)
+
+// ClaimOutcome is what a claim attempt came to.
+type ClaimOutcome int
+
+const (
+	// Claimed: this node now holds the task; the status records the claim,
+	// the contract and phase Reserved.
+	Claimed ClaimOutcome = iota + 1
+	// LostRace: the task changed since it was read (HTTP 409 Conflict):
+	// another node claimed it first, or someone else wrote it. Nothing was
+	// written; read the task again before deciding anything.
+	LostRace
+	// NotClaimable: the task as read is already claimed or not Pending;
+	// nothing was sent.
+	NotClaimable
+)
+
+func (o ClaimOutcome) String() string {
+	switch o {
+	case Claimed:
+		return "Claimed"
+	case LostRace:
+		return "LostRace"
+	case NotClaimable:
+		return "NotClaimable"
+	}
+	return fmt.Sprintf("ClaimOutcome(%d)", int(o))
+}
+
+// TaskClient is the part of a controller-runtime client a Claimer needs:
+// reading a Task and writing its status subresource.
+type TaskClient interface {
+	Get(ctx context.Context, key ctrlclient.ObjectKey, obj ctrlclient.Object, opts ...ctrlclient.GetOption) error
+	Status() ctrlclient.SubResourceWriter
+}
+
+// Claimer claims Tasks for one node.
+type Claimer struct {
+	// Client reads Tasks and writes their status subresource.
+	Client TaskClient
+	// Node is the name recorded in status.claim.node.
+	Node string
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Claimable reports whether a task, as read, may be claimed: nobody holds
+// it and it is Pending (or new, without a phase yet).
+func Claimable(t *kubeapi.Task) bool {
+	if t.Status.Claim != nil {
+		return false
+	}
+	return t.Status.Phase == "" || t.Status.Phase == v1alpha1.PhasePending
+}
+
+// Claim tries to take task for c.Node under contract, with one update of the
+// status subresource conditional on the resourceVersion task was read at:
+// of any number of nodes claiming the same read of a task, exactly one
+// succeeds and the others get LostRace. On Claimed, *task is the stored
+// object (its new resourceVersion); otherwise *task is untouched.
+//
+// The claim's Seq is one more than the last claim's: 1 for a first claim
+// (Claimable requires no claim yet); TakeOver writes the others.
+// Errors other than a conflict (the API server unreachable, the status
+// refused by the schema, RBAC) are returned as errors.
+func (c *Claimer) Claim(ctx context.Context, task *kubeapi.Task, contract v1alpha1.Contract) (ClaimOutcome, error) {
+	if !Claimable(task) {
+		return NotClaimable, nil
+	}
+	return c.claim(ctx, task, contract)
+}
+
+// TakeOverable reports whether a claimed task, as read, may be taken over at
+// now: it is not terminal and its holder's Lease (holder, nil when there is
+// none) is expired or held by someone else. A restarted agent takes over its
+// own former claims the same way: the batches it ran are gone with it.
+func TakeOverable(t *kubeapi.Task, holder *coordinationv1.Lease, now time.Time) bool {
+	if t.Status.Claim == nil || v1alpha1.IsTerminal(t.Status.Phase) {
+		return false
+	}
+	if holder == nil || holder.Spec.HolderIdentity == nil || *holder.Spec.HolderIdentity != t.Status.Claim.Node {
+		return true
+	}
+	return Expired(holder, now)
+}
+
+// TakeOver claims a task whose holder is gone (TakeOverable), with the same
+// conditional update as Claim and Seq+1. Progress is kept: the new holder
+// resumes from the items the status says are committed; the former
+// holder's process group record is dropped. The former holder,
+// if it comes back, finds its writes fenced (Commit returns ErrFenced).
+func (c *Claimer) TakeOver(ctx context.Context, task *kubeapi.Task, holder *coordinationv1.Lease, contract v1alpha1.Contract) (ClaimOutcome, error) {
+	if !TakeOverable(task, holder, c.now()) {
+		return NotClaimable, nil
+	}
+	return c.claim(ctx, task, contract)
+}
+
+func (c *Claimer) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// claim writes this node's claim with Seq+1, conditional on task's
+// resourceVersion.
+func (c *Claimer) claim(ctx context.Context, task *kubeapi.Task, contract v1alpha1.Contract) (ClaimOutcome, error) {
+	if task.ResourceVersion == "" {
+		return 0, fmt.Errorf("claim %s/%s: the task has no resourceVersion (it was not read from the API server)", task.Namespace, task.Name)
+	}
+	// A takeover of a Running or Paused task is the restart of the phase
+	// machine (→ Pending) and a claim (Pending → Reserved) in one write.
+	if from := task.Status.Phase; from != "" && from != v1alpha1.PhasePending && !v1alpha1.AllowedTransition(from, v1alpha1.PhasePending) {
+		return 0, fmt.Errorf("claim %s/%s: phase %s cannot go back to Pending", task.Namespace, task.Name, from)
+	}
+	next := task.DeepCopy()
+	next.Status.Claim = &kubeapi.Claim{
+		Node:      c.Node,
+		Seq:       lastSeq(task) + 1,
+		ClaimedAt: metav1.NewTime(c.now()),
+	}
+	next.Status.Reservation = contract.DeepCopy()
+	next.Status.Phase = v1alpha1.PhaseReserved
+	// A process group recorded by the former holder names a process on
+	// another machine: the new holder's restart logic must never kill a
+	// local process by that number.
+	next.Status.ProcessGroup = nil
+	// Update sends next.ResourceVersion: the API server applies it only if
+	// the object is still at that version, and answers 409 otherwise.
+	if err := c.Client.Status().Update(ctx, next); err != nil {
+		if apierrors.IsConflict(err) {
+			return LostRace, nil
+		}
+		return 0, fmt.Errorf("claim %s/%s for node %s: %w", task.Namespace, task.Name, c.Node, err)
+	}
+	*task = *next
+	return Claimed, nil
+}
+
+// lastSeq is the sequence number of the task's last claim, 0 if never
+// claimed.
+func lastSeq(t *kubeapi.Task) int64 {
+	if t.Status.Claim != nil {
+		return t.Status.Claim.Seq
+	}
+	return 0
+}
+
+// ErrFenced says the task is no longer held under the claim a write was made
+// for: another node took it over, or the claim was dropped. The caller must
+// kill the task's batches at once and never write its status again under
+// that claim; it may take part again only through a fresh Claim or TakeOver.
+var ErrFenced = errors.New("the task is held under another claim")
+
+// Holds reports whether task, as read, is held by this node under claim seq.
+func (c *Claimer) Holds(task *kubeapi.Task, seq int64) bool {
+	cl := task.Status.Claim
+	return cl != nil && cl.Node == c.Node && cl.Seq == seq
+}
+
+// Commit writes a status change of a task this node holds under claim seq
+// (for instance the progress at the end of a batch): mutate edits a copy of
+// the status, and the update is conditional on the resourceVersion. On a
+// conflict the task is read again: still held under seq, mutate is applied
+// to the fresh read and written again; held under another claim, nothing
+// is written and Commit returns ErrFenced. On success *task is the stored
+// object. mutate sees only the spool's part of the status: it cannot change
+// the claim.
+func (c *Claimer) Commit(ctx context.Context, task *kubeapi.Task, seq int64, mutate func(*v1alpha1.TaskStatus)) error {
+	cur := task.DeepCopy()
+	for attempt := 0; ; attempt++ {
+		if !c.Holds(cur, seq) {
+			return fmt.Errorf("commit %s/%s on node %s under claim %d (now %s): %w", task.Namespace, task.Name, c.Node, seq, describeClaim(cur.Status.Claim), ErrFenced)
+		}
+		next := cur.DeepCopy()
+		mutate(&next.Status.TaskStatus)
+		err := c.Client.Status().Update(ctx, next)
+		if err == nil {
+			*task = *next
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= 10 {
+			return fmt.Errorf("commit %s/%s on node %s: %w", task.Namespace, task.Name, c.Node, err)
+		}
+		cur = &kubeapi.Task{}
+		if err := c.Client.Get(ctx, ctrlclient.ObjectKeyFromObject(task), cur); err != nil {
+			return fmt.Errorf("commit %s/%s: reading it again after a conflict: %w", task.Namespace, task.Name, err)
+		}
+	}
+}
+
+func describeClaim(cl *kubeapi.Claim) string {
+	if cl == nil {
+		return "unclaimed"
+	}
+	return fmt.Sprintf("claim %d by %s", cl.Seq, cl.Node)
+}

@@ -1,0 +1,285 @@
+package kube_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/kube"
+	"github.com/lardon3d/lardon3d-controller/pkg/kube/kubetest"
+	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
+)
+
+func newClient(t *testing.T, env *kubetest.Env, cfg *rest.Config) ctrlclient.Client {
+	t.Helper()
+	c, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func createTasks(t testing.TB, ctx context.Context, c ctrlclient.Client, ns string, n int) {
+	t.Helper()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for i := range n {
+		task := &kubeapi.Task{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("t%03d", i)},
+			Spec: v1alpha1.TaskSpec{
+				Command: []string{"lardon3d-synth"},
+				Items:   v1alpha1.Items{Count: ptr.To[int64](4)},
+			},
+		}
+		if err := c.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func contractFor(node string) v1alpha1.Contract {
+	return v1alpha1.Contract{
+		Batch: 4, BatchRequested: 4, Threads: 1,
+		Memory:     resource.MustParse("64Mi"),
+		GrantedAt:  metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
+		ScratchDir: "/scratch/" + node,
+	}
+}
+
+// TestNodesRaceForTheSameTasks: three nodes, each with its own connection
+// and four workers, read the same list of 40 new tasks and all claim every
+// one of them at once. Invariants: every task is claimed exactly once; each
+// other attempt on it is a LostRace (the API server's 409), never a second
+// Claimed; the stored claim names the winner with Seq 1 and the winner's
+// contract; once claimed, a fresh read is NotClaimable for everyone.
+func TestNodesRaceForTheSameTasks(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns, n = "race", 40
+	createTasks(t, ctx, env.Client, ns, n)
+
+	nodes := []string{"node-a", "node-b", "node-c"}
+	type attempt struct {
+		node, task string
+		outcome    kube.ClaimOutcome
+	}
+	var (
+		mu       sync.Mutex
+		attempts []attempt
+		wg       sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for ni, node := range nodes {
+		c := newClient(t, env, rest.CopyConfig(env.Config))
+		var snapshot kubeapi.TaskList
+		if err := c.List(ctx, &snapshot, ctrlclient.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(snapshot.Items) != n {
+			t.Fatalf("%s lists %d tasks, want %d", node, len(snapshot.Items), n)
+		}
+		claimer := &kube.Claimer{Client: c, Node: node}
+		work := make(chan *kubeapi.Task)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for task := range work {
+					out, err := claimer.Claim(ctx, task, contractFor(node))
+					if err != nil {
+						t.Errorf("%s claiming %s: %v", node, task.Name, err)
+						continue
+					}
+					mu.Lock()
+					attempts = append(attempts, attempt{node, task.Name, out})
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(work)
+			<-start
+			// Each node walks the list from a different place, so that the
+			// races spread over the whole list.
+			for i := range n {
+				work <- &snapshot.Items[(i+ni*n/len(nodes))%n]
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	winners := map[string]string{}
+	perTask := map[string]int{}
+	wins := map[string]int{}
+	for _, a := range attempts {
+		perTask[a.task]++
+		switch a.outcome {
+		case kube.Claimed:
+			if w, dup := winners[a.task]; dup {
+				t.Errorf("%s claimed by both %s and %s", a.task, w, a.node)
+			}
+			winners[a.task] = a.node
+			wins[a.node]++
+		case kube.LostRace:
+		default:
+			t.Errorf("%s on %s: %v, want Claimed or LostRace (all read the task unclaimed)", a.node, a.task, a.outcome)
+		}
+	}
+	t.Logf("claims per node: %v", wins)
+	if len(winners) != n {
+		t.Fatalf("%d tasks claimed, want %d", len(winners), n)
+	}
+	for task, k := range perTask {
+		if k != len(nodes) {
+			t.Errorf("%s: %d attempts, want %d", task, k, len(nodes))
+		}
+	}
+
+	var after kubeapi.TaskList
+	if err := env.Client.List(ctx, &after, ctrlclient.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range after.Items {
+		task := &after.Items[i]
+		cl := task.Status.Claim
+		if cl == nil || cl.Node != winners[task.Name] || cl.Seq != 1 {
+			t.Errorf("%s: stored claim %+v, winner %s", task.Name, cl, winners[task.Name])
+			continue
+		}
+		if task.Status.Phase != v1alpha1.PhaseReserved || task.Status.Reservation == nil ||
+			task.Status.Reservation.ScratchDir != "/scratch/"+cl.Node {
+			t.Errorf("%s: phase %q, reservation %+v: not the winner's contract", task.Name, task.Status.Phase, task.Status.Reservation)
+		}
+		for _, node := range nodes {
+			c := &kube.Claimer{Client: env.Client, Node: node}
+			if out, err := c.Claim(ctx, task.DeepCopy(), contractFor(node)); err != nil || out != kube.NotClaimable {
+				t.Errorf("%s re-claiming claimed %s: %v, %v", node, task.Name, out, err)
+			}
+		}
+	}
+}
+
+// TestHeartbeatLease: a node's Lease is created by its first beat, renewed
+// by the next, and read as expired exactly when its duration has passed
+// since the last renewal (fake clock; the API server stores the times).
+func TestHeartbeatLease(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lardon3d"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	hb := &kube.Heartbeat{Client: env.Client, Namespace: "lardon3d", Node: "node-a", Duration: 15 * time.Second, Now: func() time.Time { return now }}
+	read := func() *coordinationv1.Lease {
+		var l coordinationv1.Lease
+		if err := env.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: "lardon3d", Name: kube.LeaseName("node-a")}, &l); err != nil {
+			t.Fatal(err)
+		}
+		return &l
+	}
+	if err := hb.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := read()
+	if *l.Spec.HolderIdentity != "node-a" || *l.Spec.LeaseDurationSeconds != 15 || !l.Spec.RenewTime.Time.Equal(now) {
+		t.Fatalf("lease after the first beat: %+v", l.Spec)
+	}
+	if kube.Expired(l, now.Add(15*time.Second-time.Millisecond)) {
+		t.Error("expired before its duration")
+	}
+	if !kube.Expired(l, now.Add(15*time.Second)) {
+		t.Error("not expired after its duration")
+	}
+	now = now.Add(10 * time.Second)
+	if err := hb.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l = read()
+	if !l.Spec.RenewTime.Time.Equal(now) || kube.Expired(l, now.Add(14*time.Second)) {
+		t.Errorf("renewal not stored: %+v", l.Spec)
+	}
+	if !l.Spec.AcquireTime.Time.Equal(now.Add(-10 * time.Second)) {
+		t.Errorf("a renewal moved acquireTime to %v", l.Spec.AcquireTime)
+	}
+	if err := (&kube.Heartbeat{Client: env.Client, Namespace: "lardon3d", Node: "x", Duration: time.Millisecond}).Beat(ctx); err == nil {
+		t.Error("a sub-second lease was accepted")
+	}
+}
+
+// TestDeployManifestsGrantWhatANodeNeeds applies deploy/rbac.yaml and
+// deploy/daemonset.yaml to a real API server (which validates them), then
+// acts as the node's ServiceAccount: it may claim a task and beat its
+// Lease, and may neither create a task nor change a spec.
+func TestDeployManifestsGrantWhatANodeNeeds(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, f := range []string{"rbac.yaml", "daemonset.yaml"} {
+		data, err := os.ReadFile(filepath.Join(kubetest.RepoRoot(t), "deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if err := env.Client.Apply(ctx, ctrlclient.ApplyConfigurationFromUnstructured(u), ctrlclient.FieldOwner("kubectl")); err != nil {
+				t.Fatalf("applying %s %s: %v", f, u.GetName(), err)
+			}
+		}
+	}
+	createTasks(t, ctx, env.Client, "work", 1)
+
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:lardon3d:lardon3d-node"}
+	sa := newClient(t, env, cfg)
+	var task kubeapi.Task
+	if err := sa.Get(ctx, ctrlclient.ObjectKey{Namespace: "work", Name: "t000"}, &task); err != nil {
+		t.Fatalf("the node cannot read a task: %v", err)
+	}
+	if out, err := (&kube.Claimer{Client: sa, Node: "node-a"}).Claim(ctx, &task, contractFor("node-a")); err != nil || out != kube.Claimed {
+		t.Fatalf("the node cannot claim: %v, %v", out, err)
+	}
+	hb := &kube.Heartbeat{Client: sa, Namespace: "lardon3d", Node: "node-a", Duration: 10 * time.Second}
+	for range 2 { // create, then renew
+		if err := hb.Beat(ctx); err != nil {
+			t.Fatalf("the node cannot beat its lease: %v", err)
+		}
+	}
+	task.Spec.Retries = 7
+	if err := sa.Update(ctx, &task); !apierrors.IsForbidden(err) {
+		t.Errorf("the node changed a spec: %v", err)
+	}
+	extra := &kubeapi.Task{ObjectMeta: metav1.ObjectMeta{Namespace: "work", Name: "extra"},
+		Spec: v1alpha1.TaskSpec{Command: []string{"true"}, Items: v1alpha1.Items{Count: ptr.To[int64](1)}}}
+	if err := sa.Create(ctx, extra); !apierrors.IsForbidden(err) {
+		t.Errorf("the node created a task: %v", err)
+	}
+}

@@ -1,0 +1,61 @@
+package kube_test
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/kube"
+	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
+)
+
+func taskIn(phase v1alpha1.Phase, holder string) *kubeapi.Task {
+	t := &kubeapi.Task{}
+	t.Status.Phase = phase
+	if holder != "" {
+		t.Status.Claim = &kubeapi.Claim{Node: holder, Seq: 1}
+	}
+	return t
+}
+
+func lease(holder string, renewed time.Time, secs int32) *coordinationv1.Lease {
+	rt := metav1.NewMicroTime(renewed)
+	return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &rt, LeaseDurationSeconds: ptr.To(secs)}}
+}
+
+// TestWhoMayClaimWhat: the rules Claim and TakeOver apply before writing.
+func TestWhoMayClaimWhat(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
+	alive := lease("a", now.Add(-5*time.Second), 10)
+	dead := lease("a", now.Add(-10*time.Second), 10)
+	for _, tc := range []struct {
+		name              string
+		task              *kubeapi.Task
+		lease             *coordinationv1.Lease
+		claimable, takeov bool
+	}{
+		{"new", taskIn("", ""), nil, true, false},
+		{"pending", taskIn(v1alpha1.PhasePending, ""), nil, true, false},
+		{"running unclaimed (spool-made status)", taskIn(v1alpha1.PhaseRunning, ""), nil, false, false},
+		{"running, holder alive", taskIn(v1alpha1.PhaseRunning, "a"), alive, false, false},
+		{"running, holder's lease expired exactly now", taskIn(v1alpha1.PhaseRunning, "a"), dead, false, true},
+		{"paused, holder has no lease", taskIn(v1alpha1.PhasePaused, "a"), nil, false, true},
+		{"reserved, lease held by another identity", taskIn(v1alpha1.PhaseReserved, "a"), lease("b", now, 10), false, true},
+		{"done, holder gone", taskIn(v1alpha1.PhaseDone, "a"), dead, false, false},
+		{"failed, holder gone", taskIn(v1alpha1.PhaseFailed, "a"), nil, false, false},
+	} {
+		if got := kube.Claimable(tc.task); got != tc.claimable {
+			t.Errorf("%s: Claimable %v, want %v", tc.name, got, tc.claimable)
+		}
+		if got := kube.TakeOverable(tc.task, tc.lease, now); got != tc.takeov {
+			t.Errorf("%s: TakeOverable %v, want %v", tc.name, got, tc.takeov)
+		}
+	}
+	if !kube.Expired(&coordinationv1.Lease{}, now) {
+		t.Error("a lease never renewed is alive")
+	}
+}

@@ -1,0 +1,19 @@
+// Package kube is the Kubernetes side of a node agent: how a node claims a
+// Task on the API server and says it is alive.
+//
+// It owns the claim (Claimer.Claim: one conditional update of a Task's
+// status, keyed by the resourceVersion read, so that of several nodes
+// claiming the same task exactly one succeeds and the others get a
+// conflict, LostRace), the takeover of a task whose holder's Lease expired
+// (Claimer.TakeOver: the same update with the claim's Seq+1, progress kept),
+// the fence (Claimer.Commit: a status write under a claim; once the task is
+// held under another claim it returns ErrFenced and writes nothing) and the
+// node's heartbeat (Heartbeat: a coordination.k8s.io Lease per node, which
+// says who is alive and is no fence). The test control plane lives in
+// kubetest.
+//
+// It must never run a batch, ask a governor, or write a Task's spec; it does
+// not decide which task to claim (the caller does, with its governor). It
+// holds no locks of its own: the API server's optimistic concurrency is the
+// only arbiter between nodes.
+package kube
