@@ -586,8 +586,10 @@ func (m *meter) final() {
 		m.peak = max(m.peak, ms.Peak)
 		m.oomKills = max(m.oomKills, ms.OOMKills)
 		// Every process has ended: what is still charged is page cache.
-		// The peak less that cache bounds the working set from below,
-		// and catches a burst between two samples.
+		// The peak less that cache estimates the working set at the peak
+		// (it errs high when cache was reclaimed before the end), and
+		// catches a burst between two samples; the need is the higher of
+		// the two estimates.
 		m.peakWorkingSet = max(m.peakWorkingSet, m.peak-ms.File)
 	}
 	m.peakWorkingSet = min(m.peakWorkingSet, m.peak)
