@@ -68,6 +68,17 @@ func escaperBase(t *testing.T, n int) int {
 	return base
 }
 
+// writeEscapers drops a task running escapers(base) into spool.
+func writeEscapers(t *testing.T, spool string, base int) string {
+	t.Helper()
+	return writeManifest(t, spool, "escape.yaml", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, '%s']
+  items: {count: 1}
+`, escapers(base)))
+}
+
 func escaperPids(base int) []int {
 	var pids []int
 	for _, d := range []int{base + 1, base + 2} {
@@ -80,12 +91,7 @@ func TestDeletedTaskLeavesNoProcessEvenAfterSetsid(t *testing.T) {
 	needCgroups(t)
 	spool := newSpool(t)
 	base := escaperBase(t, 1)
-	path := writeManifest(t, spool, "escape.yaml", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [sh, -c, '%s']
-  items: {count: 1}
-`, escapers(base)))
+	path := writeEscapers(t, spool, base)
 	startController(t, spool, "--cgroups", "required")
 	eventually(t, 20*time.Second, "both escaped sleepers", func() bool { return len(escaperPids(base)) == 2 })
 	if err := os.Remove(path); err != nil {
@@ -102,12 +108,7 @@ func TestRestartAfterKill9KillsWhatLeftTheSession(t *testing.T) {
 	needCgroups(t)
 	spool := newSpool(t)
 	base := escaperBase(t, 2)
-	path := writeManifest(t, spool, "escape.yaml", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [sh, -c, '%s']
-  items: {count: 1}
-`, escapers(base)))
+	path := writeEscapers(t, spool, base)
 	c := startController(t, spool, "--cgroups", "required")
 	eventually(t, 20*time.Second, "both escaped sleepers", func() bool { return len(escaperPids(base)) == 2 })
 	_ = c.cmd.Process.Signal(syscall.SIGKILL)

@@ -49,31 +49,39 @@ func sampleTasks(fs procfs.FS, tasks []*v1alpha1.Task) (map[string]groupUsage, e
 		}
 		out[t.Metadata.Name] = u
 	}
+	add := func(name string, st procfs.ProcStat, countRSS bool) {
+		u := out[name]
+		u.procs++
+		if countRSS {
+			u.rss += int64(st.ResidentMemory())
+		}
+		u.cpu += st.CPUTime() + float64(st.CUTime+st.CSTime)/100
+		out[name] = u
+	}
+	for pid, name := range byPid {
+		if p, err := fs.Proc(pid); err == nil {
+			if st, err := p.Stat(); err == nil {
+				add(name, st, false) // the cgroup's working set is the memory
+			}
+		}
+	}
+	if len(byGroup) == 0 {
+		return out, nil
+	}
+	// Without a cgroup, a group's members are found by reading every
+	// process.
 	procs, err := fs.AllProcs()
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range procs {
-		name, inCgroup := byPid[p.PID]
-		if !inCgroup && len(byGroup) == 0 {
-			continue
-		}
 		st, err := p.Stat()
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if !inCgroup {
-			if name = byGroup[st.PGRP]; name == "" {
-				continue // another group
-			}
+		if name := byGroup[st.PGRP]; name != "" {
+			add(name, st, true)
 		}
-		u := out[name]
-		u.procs++
-		if !inCgroup {
-			u.rss += int64(st.ResidentMemory())
-		}
-		u.cpu += st.CPUTime() + float64(st.CUTime+st.CSTime)/100
-		out[name] = u
 	}
 	return out, nil
 }

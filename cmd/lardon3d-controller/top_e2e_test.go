@@ -56,12 +56,7 @@ func TestTopCountsProcessesThatLeftTheSession(t *testing.T) {
 	needCgroups(t)
 	spool := newSpool(t)
 	base := escaperBase(t, 3)
-	path := writeManifest(t, spool, "escape.yaml", `apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [sh, -c, '`+escapers(base)+`']
-  items: {count: 1}
-`)
+	path := writeEscapers(t, spool, base)
 	startController(t, spool, "--cgroups", "required")
 	waitRunning(t, path)
 	eventually(t, 20*time.Second, "both escaped sleepers", func() bool { return len(escaperPids(base)) == 2 })

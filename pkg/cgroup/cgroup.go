@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -309,8 +308,9 @@ func (t *Tree) mainController() string {
 	return Unified
 }
 
-// New creates the group name under the subtree with limits l. A group of
-// that name left by an earlier run is killed and replaced.
+// New creates the group name under the subtree with limits l. Names are
+// the caller's to keep unique (a directory already there is used as it
+// is); Leftovers finds what an earlier run left.
 func (t *Tree) New(name string, l Limits) (*Group, error) {
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." || name == controllerLeaf {
 		return nil, fmt.Errorf("cgroup name %q: want one path element", name)
@@ -320,17 +320,17 @@ func (t *Tree) New(name string, l Limits) (*Group, error) {
 		ref.Dirs[c] = filepath.Join(d, name)
 	}
 	g := &Group{ref: ref, fd: -1, tree: t, fs: t.fs}
-	if _, err := os.Stat(g.mainDir()); err == nil {
-		if _, err := g.Kill(time.Second); err != nil {
-			return nil, err
-		}
-		_ = g.Remove()
-	}
+	var made []string
 	for _, d := range ref.Dirs {
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			_ = g.Remove()
+		if err := os.Mkdir(d, 0o755); errors.Is(err, os.ErrExist) {
+			continue
+		} else if err != nil {
+			for _, m := range made {
+				_ = unix.Rmdir(m)
+			}
 			return nil, fmt.Errorf("create cgroup: %w", err)
 		}
+		made = append(made, d)
 	}
 	if err := g.setLimits(l); err != nil {
 		_ = g.Remove()

@@ -266,8 +266,11 @@ func startInto(cmd *exec.Cmd, cg *cgroup.Group, logf func(string, ...any)) error
 		return err
 	}
 	logf("=== cannot start inside the cgroup (%v): started, then moved in ===", err)
-	cmd.SysProcAttr.UseCgroupFD = false
-	cmd.Process, cmd.ProcessState = nil, nil
+	// An exec.Cmd starts once, even after a failed Start: a fresh one.
+	attr := *cmd.SysProcAttr
+	attr.UseCgroupFD = false
+	*cmd = exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: &attr}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
