@@ -108,6 +108,21 @@ func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "Paused:\ttrue\n")
 	}
 	fmt.Fprintf(tw, "Progress:\t%d/%d items, %d batches\n", st.Progress.ItemsDone, st.Progress.ItemsTotal, st.Progress.BatchesDone)
+	if reported, size, ran, ok := runningReport(&st, now); ok {
+		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
+			reported, size, ran.Round(time.Second))
+	}
+	if d, ok := taskETA(&st, learned, now); ok {
+		left := st.Progress.ItemsTotal - st.Progress.ItemsDone
+		how := "the running batch's pace"
+		if learned != nil && learned.DurationPerItem > 0 {
+			how = fmt.Sprintf("%s per item from the profile's batches", learned.DurationPerItem.Round(time.Millisecond))
+			if _, _, _, ok := runningReport(&st, now); ok {
+				how += ", and the running batch's pace"
+			}
+		}
+		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s)\n", d.Round(time.Second), left, how)
+	}
 	if c := st.Reservation; c != nil {
 		fmt.Fprintf(tw, "Contract:\tbatch %d of %d asked, %d threads, %s memory, %d io slots, %d gpu slots, granted %s ago (governor generation %d)\n",
 			c.Batch, c.BatchRequested, c.Threads, humanBytes(c.Memory.Value()), c.IOSlots, c.GPUSlots, now.Sub(c.GrantedAt.Time).Round(time.Second), c.Generation)
@@ -206,14 +221,4 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 	if e.EfficientBatch > 0 {
 		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item; suggested batch.max %d (or --batch-policy efficient)\n", e.EfficientBatch, e.EfficientBatch)
 	}
-	if left := st.Progress.ItemsTotal - st.Progress.ItemsDone; left > 0 && e.DurationPerItem > 0 && !v1alpha1.IsTerminal(st.Phase) {
-		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s per item, from the profile's batches)\n",
-			eta(left, e).Round(time.Second), left, e.DurationPerItem.Round(time.Millisecond))
-	}
-}
-
-// eta is the time the items left take at the profile's pace, one batch's
-// fixed time included.
-func eta(left int64, e *reconcile.ProfileEstimate) time.Duration {
-	return e.DurationFixed + time.Duration(left)*e.DurationPerItem
 }

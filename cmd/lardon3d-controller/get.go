@@ -390,7 +390,7 @@ func render(w io.Writer, files []manifestFile, output string, noHeaders, single 
 		}
 		row := tableRow(f.task, now)
 		if wide {
-			row += "\t" + wideColumns(f.task, f.learned)
+			row += "\t" + wideColumns(f.task, f.learned, now)
 		}
 		fmt.Fprintln(tw, row)
 	}
@@ -427,13 +427,14 @@ func renderObjects(w io.Writer, files []manifestFile, output string, single bool
 }
 
 // wideColumns are the columns -o wide adds: the contract's threads, the
-// generation, the queue position, the ETA (from the time per item of the
-// task's profile, for a task not ended) and the labels.
-func wideColumns(t *v1alpha1.Task, learned *reconcile.ProfileEstimate) string {
+// generation, the queue position, the ETA (taskETA: the profile's time per
+// item and the running batch's reported pace, for a task not ended) and
+// the labels.
+func wideColumns(t *v1alpha1.Task, learned *reconcile.ProfileEstimate, now time.Time) string {
 	st := t.Status
 	threads, gen, queue, etaCol := "-", "-", "-", "-"
-	if left := st.Progress.ItemsTotal - st.Progress.ItemsDone; learned != nil && learned.DurationPerItem > 0 && left > 0 && !v1alpha1.IsTerminal(st.Phase) {
-		etaCol = duration.HumanDuration(eta(left, learned))
+	if d, ok := taskETA(&st, learned, now); ok {
+		etaCol = duration.HumanDuration(d)
 	}
 	if r := st.Reservation; r != nil {
 		threads = fmt.Sprint(r.Threads)
@@ -471,6 +472,10 @@ func tableRow(t *v1alpha1.Task, now time.Time) string {
 	progress := "-"
 	if st.Progress.ItemsTotal > 0 {
 		progress = fmt.Sprintf("%d/%d", st.Progress.ItemsDone, st.Progress.ItemsTotal)
+		if reported, _, _, ok := runningReport(&st, now); ok && reported > 0 {
+			// Items the running batch reports done, not committed yet.
+			progress += fmt.Sprintf(" +%d", reported)
+		}
 	}
 	batch, memory := "-", "-"
 	if r := st.Reservation; r != nil {

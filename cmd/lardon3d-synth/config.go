@@ -24,6 +24,8 @@ type config struct {
 	FailOnItem                string
 	Hold                      time.Duration
 	Record                    string
+	// Progress prints a LARDON3D_PROGRESS line after each item's CPU.
+	Progress bool
 }
 
 // batch is the batch environment set by the controller.
@@ -91,6 +93,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.FailOnItem, "fail-on-item", "", "fail only when the batch holds this item (a line of the items file or a 0-based index)")
 	fs.DurationVar(&c.Hold, "hold", 0, "keep the memory resident this long after burning")
 	fs.StringVar(&c.Record, "record", "", "append TASK<TAB>ITEM per item started to this file")
+	fs.BoolVar(&c.Progress, "progress", false, "burn the CPU item by item and print \"LARDON3D_PROGRESS n\" after each")
 
 	// Environment first, so that flags on the command line win.
 	var envErr error

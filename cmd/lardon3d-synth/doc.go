@@ -15,7 +15,9 @@
 //     count how often each item was started;
 //  3. burns cpu-per-item×batch of CPU time split evenly over LARDON3D_THREADS
 //     OS threads, each measuring its own thread CPU clock (so a slow or
-//     stopped machine stretches the wall time, never the CPU work);
+//     stopped machine stretches the wall time, never the CPU work); with
+//     --progress, item by item, printing "LARDON3D_PROGRESS i/batch" to
+//     stdout after each item, as a long step reports its progress;
 //  4. keeps the memory resident for --hold more, prints one line to stdout
 //     ("synth: batch of N items, X MiB resident, Y CPU-s on T threads");
 //  5. exits 0; or --fail-exit N (N != 0) always; or, with --fail-on-item K,
@@ -26,7 +28,8 @@
 // Flags may also come from the environment (a flag on the command line wins):
 // LARDON3D_SYNTH_FIXED, LARDON3D_SYNTH_PER_ITEM, LARDON3D_SYNTH_PER_THREAD,
 // LARDON3D_SYNTH_CPU_PER_ITEM, LARDON3D_SYNTH_FAIL_EXIT,
-// LARDON3D_SYNTH_FAIL_ON_ITEM, LARDON3D_SYNTH_HOLD, LARDON3D_SYNTH_RECORD.
+// LARDON3D_SYNTH_FAIL_ON_ITEM, LARDON3D_SYNTH_HOLD, LARDON3D_SYNTH_RECORD,
+// LARDON3D_SYNTH_PROGRESS.
 // Quantities use Kubernetes notation (300Mi, 1.5G); durations Go's (200ms).
 //
 // It must never read or write anything of the controller's (spool, status):

@@ -53,10 +53,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	}
 
-	cpu, err := burn(time.Duration(b.Size)*c.CPUPerItem, b.Threads)
-	if err != nil {
-		fmt.Fprintf(stderr, "synth: %v\n", err)
-		return 1
+	var cpu time.Duration
+	if c.Progress {
+		for i := range b.Size {
+			d, err := burn(c.CPUPerItem, b.Threads)
+			if err != nil {
+				fmt.Fprintf(stderr, "synth: %v\n", err)
+				return 1
+			}
+			cpu += d
+			fmt.Fprintf(stdout, "LARDON3D_PROGRESS %d/%d\n", i+1, b.Size)
+		}
+	} else {
+		cpu, err = burn(time.Duration(b.Size)*c.CPUPerItem, b.Threads)
+		if err != nil {
+			fmt.Fprintf(stderr, "synth: %v\n", err)
+			return 1
+		}
 	}
 	if c.Hold > 0 {
 		time.Sleep(c.Hold)

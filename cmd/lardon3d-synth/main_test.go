@@ -155,3 +155,20 @@ func TestSynthRecord(t *testing.T) {
 		t.Fatalf("record = %q, want %q", got, want)
 	}
 }
+
+// TestSynthReportsProgress: --progress prints one report per item, in
+// order, before the summary line, and burns the same CPU.
+func TestSynthReportsProgress(t *testing.T) {
+	r := runSynth(t, []string{"LARDON3D_BATCH_SIZE=3", "LARDON3D_THREADS=1"},
+		"--fixed", "0", "--per-item", "0", "--cpu-per-item", "20ms", "--progress")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	want := "LARDON3D_PROGRESS 1/3\nLARDON3D_PROGRESS 2/3\nLARDON3D_PROGRESS 3/3\nsynth: batch of 3 items"
+	if !strings.HasPrefix(r.stdout, want) {
+		t.Fatalf("stdout %q, want it to start with %q", r.stdout, want)
+	}
+	if r.cpu < 60*time.Millisecond {
+		t.Errorf("burned %v of CPU, want at least 60ms", r.cpu)
+	}
+}

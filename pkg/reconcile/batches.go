@@ -35,11 +35,22 @@ type groupNote struct {
 	group runner.ProcessGroup
 }
 
+// progressNote tells the owner how many items of a running batch its
+// command reports finished.
+type progressNote struct {
+	task       string
+	generation int64
+	index      int64
+	items      int64
+}
+
 // batchRunner adapts package runner to the queue's BatchRunner.
 type batchRunner struct {
 	killGrace time.Duration
 	tolerance float64
 	onGroup   func(groupNote)
+	// onProgress, when set, hears a running batch's reported progress.
+	onProgress func(progressNote)
 	// scratch creates a lease's directory before its batch starts.
 	scratch interface{ Create(dir string) error }
 	// cgroups is the subtree of the batches' cgroups; nil without.
@@ -149,6 +160,12 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		KillGrace:       b.killGrace,
 		Attempt:         qb.Attempt,
 		Cgroup:          b.cgroups,
+	}
+	if b.onProgress != nil {
+		task, gen, index := qb.Task, qb.Generation, qb.Index
+		spec.OnProgress = func(n int64) {
+			b.onProgress(progressNote{task: task, generation: gen, index: index, items: n})
+		}
 	}
 	input := inputBytes(spec.Items)
 	rb, err := runner.Start(ctx, spec)

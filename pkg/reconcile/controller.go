@@ -241,6 +241,7 @@ func New(cfg Config, deps Deps) *Controller {
 		c.metrics = noMetrics{}
 	}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
+	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
 	c.batches.cgroups = deps.Cgroups
 	adm := c.newMachine(deps)
 	c.book = history.NewBook(history.DefaultMaxRecords, history.Params{})
@@ -1055,6 +1056,18 @@ func (c *Controller) handleNote(x any) {
 			if n.group.Cgroup != nil {
 				e.status.ProcessGroup.Cgroup = n.group.Cgroup.Main()
 			}
+			c.markDirty(e, false)
+		}
+	case progressNote:
+		e := c.entryByName(n.task)
+		if e == nil || !e.inQueue || n.generation != e.status.ObservedGeneration {
+			return
+		}
+		// Only the batch the status shows as running; a note that
+		// arrives after its batch ended is stale.
+		if lb := e.status.LastBatch; lb != nil && lb.Index == n.index && lb.EndTime == nil {
+			items := n.items
+			lb.ItemsReported = &items
 			c.markDirty(e, false)
 		}
 	}

@@ -4,8 +4,11 @@
 //
 // Ownership. One goroutine (Controller.Run) owns every entry: the parsed
 // manifest, the authoritative in-memory status and the write schedule. Spool
-// events, queue events and process-group notes all arrive on channels or on
-// the inbox and are applied by that goroutine only, so entries need no lock.
+// events, queue events, process-group notes and the progress a running
+// batch reports (runner.Spec.OnProgress: status.lastBatch.itemsReported,
+// written at the progress pace, never committed) all arrive on channels or
+// on the inbox and are applied by that goroutine only, so entries need no
+// lock.
 // The batch adapter (batches.go) keeps its own small mutex-guarded table of
 // what a batch needs (command, items, log path), written by the owner and read
 // by the queue's workers.

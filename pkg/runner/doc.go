@@ -9,6 +9,11 @@
 //     header "=== batch 3 items 120..155 threads 4 memory 2.2GiB attempt 1
 //     at RFC3339 ===" (the item range is inclusive), the command's stdout and
 //     stderr, and an end line with the exit, the reason and the peak memory;
+//   - the progress the command reports: every SampleInterval the lines it
+//     appended to the log since are read, through a descriptor of their
+//     own (never a pipe, so a slow controller never stalls the command),
+//     and the last "LARDON3D_PROGRESS n" line gives the items of the batch
+//     it finished (Spec.OnProgress); at most 1 MiB is read per sample;
 //   - the environment: the controller's, then LARDON3D_TASK, _BATCH_INDEX,
 //     _BATCH_START, _BATCH_SIZE, _ITEMS_TOTAL, _ITEMS_FILE, _THREADS,
 //     _MEMORY_LIMIT, _SCRATCH_DIR (when the contract leases scratch: the

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -42,6 +43,9 @@ type Batch struct {
 	// rss is the batch's memory at the last sample: its cgroup's working
 	// set, or the group's resident memory.
 	rss atomic.Int64
+	// progress reads the command's LARDON3D_PROGRESS lines from the log;
+	// only the supervising goroutine uses it.
+	progress *progressReader
 
 	cancelOnce sync.Once
 	cancelCh   chan struct{} // closed by Cancel
@@ -111,6 +115,11 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 		b.logf("=== batch %d in cgroup v%d %s, memory limit %s ===", s.BatchIndex, s.Cgroup.Version(), cg.Dir(),
 			memoryText(s.kernelLimit(s.Cgroup.Version())))
 	}
+	logStart, err := logf.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fail(fmt.Errorf("log: %w", err))
+	}
+	b.progress = newProgressReader(s.LogPath, logStart, int64(len(s.Items)))
 	if err := b.start(); err != nil {
 		return fail(err)
 	}
@@ -311,6 +320,7 @@ func waitLeader(pid int, exited chan<- struct{}) {
 // left of the batch, reaps the leader and sets the result.
 func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	defer close(b.done)
+	defer b.progress.close()
 	s := b.spec
 	m := newMeter(b)
 	ceiling := s.memoryCeiling()
@@ -356,6 +366,7 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	}
 	check := func() {
 		m.sample()
+		b.pollProgress()
 		switch {
 		case m.oomKills > 0:
 			memoryKill(b.kernelKillMessage())
@@ -605,6 +616,18 @@ func (m *meter) failed(err error) {
 	if !m.errSeen {
 		m.errSeen = true
 		m.b.logf("=== batch %d: memory sampling failed: %v ===", m.b.spec.BatchIndex, err)
+	}
+}
+
+// pollProgress reads the progress lines the command appended to the log
+// since the last sample, and tells Spec.OnProgress when the count changed.
+func (b *Batch) pollProgress() {
+	fi, err := b.log.Stat()
+	if err != nil || !b.progress.poll(fi.Size()) {
+		return
+	}
+	if b.spec.OnProgress != nil {
+		b.spec.OnProgress(b.progress.count)
 	}
 }
 

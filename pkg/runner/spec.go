@@ -110,6 +110,11 @@ type Spec struct {
 	// every process the batch starts and reports its peak. Nil runs the
 	// batch as a process group watched by the RSS sampler alone.
 	Cgroup *cgroup.Tree
+	// OnProgress, when set, is called with the number of the batch's items
+	// the command reports finished (a ProgressPrefix line in its output),
+	// each time that number changes, at most once per SampleInterval. It
+	// runs on the batch's supervising goroutine and must not block.
+	OnProgress func(items int64)
 }
 
 // ProcessGroup identifies a batch's process group across controller

@@ -160,6 +160,9 @@ func (e *emitter) status(st *v1alpha1.TaskStatus) {
 			e.int("exitCode", int64(*b.ExitCode))
 		}
 		e.int("index", b.Index)
+		if b.ItemsReported != nil {
+			e.int("itemsReported", *b.ItemsReported)
+		}
 		e.quantityOmit("peakMemory", b.PeakMemory)
 		e.strOmit("reason", b.Reason)
 		e.int("size", b.Size)

@@ -312,6 +312,10 @@ type BatchRecord struct {
 	WorkingSet *resource.Quantity `json:"workingSet,omitempty"`
 	// Attempt is the attempt number for this batch, from 1.
 	Attempt int32 `json:"attempt,omitempty"`
+	// ItemsReported is, while the batch runs, how many of its items the
+	// command says it finished (its last "LARDON3D_PROGRESS n" line). It
+	// is not committed: the batch's items are done only when it exits 0.
+	ItemsReported *int64 `json:"itemsReported,omitempty"`
 }
 
 // ProcessGroupRef identifies a process group across controller restarts.

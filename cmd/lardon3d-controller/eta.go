@@ -1,0 +1,58 @@
+package main
+
+import (
+	"time"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+)
+
+// eta is the time the items left take at the profile's pace, one batch's
+// fixed time included.
+func eta(left int64, e *reconcile.ProfileEstimate) time.Duration {
+	return e.DurationFixed + time.Duration(left)*e.DurationPerItem
+}
+
+// runningReport is what the batch in flight has reported of its items
+// (LARDON3D_PROGRESS), with how long it has run; ok is false when it
+// reported nothing.
+func runningReport(st *v1alpha1.TaskStatus, now time.Time) (reported, size int64, ran time.Duration, ok bool) {
+	lb := st.LastBatch
+	if lb == nil || lb.EndTime != nil || lb.ItemsReported == nil || lb.StartTime == nil || v1alpha1.IsTerminal(st.Phase) {
+		return 0, 0, 0, false
+	}
+	return *lb.ItemsReported, lb.Size, now.Sub(lb.StartTime.Time), true
+}
+
+// taskETA estimates when a task not ended will be done. The profile's time
+// per item (learned) prices the items left; while the batch in flight
+// reports progress, its own pace prices the rest of that batch, and the
+// items after it when the profile has no time yet (an hours-long first
+// batch is not "unknown" for hours). ok is false when nothing is known.
+func taskETA(st *v1alpha1.TaskStatus, learned *reconcile.ProfileEstimate, now time.Time) (time.Duration, bool) {
+	if v1alpha1.IsTerminal(st.Phase) {
+		return 0, false
+	}
+	left := st.Progress.ItemsTotal - st.Progress.ItemsDone
+	if left <= 0 {
+		return 0, false
+	}
+	profile := learned != nil && learned.DurationPerItem > 0
+	reported, size, ran, running := runningReport(st, now)
+	if !running || reported <= 0 {
+		if !profile {
+			return 0, false
+		}
+		return eta(left, learned), true
+	}
+	perItem := ran / time.Duration(reported)
+	inBatch := time.Duration(size-reported) * perItem
+	after := max(0, left-size)
+	if after == 0 {
+		return inBatch, true
+	}
+	if profile {
+		return inBatch + eta(after, learned), true
+	}
+	return inBatch + time.Duration(after)*perItem, true
+}
