@@ -208,6 +208,10 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 	}
 	fmt.Fprintf(tw, "Measured:\tfixed %s + %s per item + %s per thread (p95 residual %s), from %d batches (%d killed for memory), %s\n",
 		humanBytes(e.FittedFixed), humanBytes(e.FittedPerItem), humanBytes(e.FittedPerThread), humanBytes(e.Residual), e.Samples, e.Censored, e.State)
+	if e.FittedPerInputByte > 0 {
+		fmt.Fprintf(tw, "Input:\tmemory follows the input files' size: %.2f bytes per input byte (profile's mean %s per item); this task's items are priced by their own size\n",
+			e.FittedPerInputByte, humanBytes(e.InputPerItem))
+	}
 	if e.Efficiency > 0 {
 		fmt.Fprintf(tw, "Efficiency:\t%.0f%% of the reserved memory used at peak, on average\n", 100*e.Efficiency)
 	}

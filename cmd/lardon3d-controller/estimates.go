@@ -90,6 +90,10 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 			// One batch size seen (or none): the costs are not separable.
 			fixed, perItem, perThread = "-", "-", "-"
 		}
+		if e.FittedPerInputByte > 0 {
+			// Memory follows the input files' size.
+			perItem += fmt.Sprintf(" + %.2f×input", e.FittedPerInputByte)
+		}
 		best := "-"
 		if e.EfficientBatch > 0 {
 			// Larger batches were seen to cost more per item.

@@ -116,6 +116,12 @@ type Model struct {
 	// with a single batch size, Fixed is 0 and PerItem the largest
 	// peak per item seen (an upper bound for larger batches).
 	Fixed, PerItem, PerThread float64
+	// PerInputByte is the memory per byte of the batch's input files, when
+	// it explains the peaks clearly better than items and threads alone
+	// (0 otherwise), and InputPerItem the mean input bytes per item of the
+	// fitted batches: peak ≈ Fixed + PerItem·items + PerThread·threads +
+	// PerInputByte·input.
+	PerInputByte, InputPerItem float64
 	// Residual is the Params.Quantile of the residuals above the fit (>= 0).
 	Residual float64
 	// MaxItems and MaxThreads are the largest successful batch and threads.
@@ -147,7 +153,12 @@ type Model struct {
 // Costs is a model turned into an estimate the governor can use.
 type Costs struct {
 	// FixedBytes, PerItemBytes and PerThreadBytes, margins included.
+	// When the model has an input term, PerItemBytes prices an item of
+	// the profile's mean input (InputPerItem bytes); ForInput reprices it.
 	FixedBytes, PerItemBytes, PerThreadBytes int64
+	// PerInputByte (margin included) and InputPerItem are the model's
+	// input term (0 when it has none).
+	PerInputByte, InputPerItem float64
 	// BatchCap caps the batch (0: none): the slow start.
 	BatchCap int64
 }
@@ -157,9 +168,25 @@ func (c Costs) Need(items int64, threads int) int64 {
 	return satAdd(satAdd(c.FixedBytes, satMul(c.PerItemBytes, items)), satMul(c.PerThreadBytes, int64(threads)))
 }
 
-// Predict is the fitted peak of a batch, without margins.
+// ForInput reprices the per-item cost for items of perItem input bytes on
+// average (a task's own files), when the costs have an input term.
+func (c Costs) ForInput(perItem float64) Costs {
+	if c.PerInputByte <= 0 || perItem <= 0 {
+		return c
+	}
+	c.PerItemBytes = toBytes(math.Ceil(float64(c.PerItemBytes) + c.PerInputByte*(perItem-c.InputPerItem)))
+	return c
+}
+
+// Predict is the fitted peak of a batch of the profile's mean input per
+// item, without margins.
 func (m Model) Predict(items int64, threads int) float64 {
-	return m.Fixed + m.PerItem*float64(items) + m.PerThread*float64(threads)
+	return m.Fixed + (m.PerItem+m.PerInputByte*m.InputPerItem)*float64(items) + m.PerThread*float64(threads)
+}
+
+// predictRecord is the fitted peak of a recorded batch, its input included.
+func (m Model) predictRecord(r Record) float64 {
+	return m.Fixed + m.PerItem*float64(r.Items) + m.PerThread*float64(r.Threads) + m.PerInputByte*float64(r.InputBytes)
 }
 
 // Fit builds the model of one profile's records (oldest first).
@@ -242,12 +269,48 @@ func (m *Model) fitMemory(ok []Record, p Params) {
 	if m.ThreadsVaried {
 		m.PerThread = beta[2]
 	}
+	m.fitInput(ok, cols, peak, resid, p)
 	// Residuals against the clamped fit, so the quantile covers the clamp.
 	for i := range resid {
-		resid[i] = peak[i] - m.Predict(ok[i].Items, ok[i].Threads)
+		resid[i] = peak[i] - m.predictRecord(ok[i])
 	}
 	sort.Float64s(resid)
 	m.Residual = max(stat.Quantile(p.Quantile, stat.Empirical, resid, nil), 0)
+}
+
+// fitInput adds the input term when the batches' input per item varies
+// (by more than 10 %, over one more batch than a firm fit needs) and the
+// fit with it leaves residuals at most 70 % of those without it (mean
+// absolute): a program whose memory follows its files' size (an image
+// decoder) then gets per-byte costs; one whose memory does not is left
+// alone, the extra column being noise.
+func (m *Model) fitInput(ok []Record, cols [][]float64, peak, resid []float64, p Params) {
+	if len(ok) < p.MinSamples+2 {
+		return
+	}
+	input := make([]float64, len(ok))
+	perItem := make([]float64, len(ok))
+	var total, items float64
+	for i, r := range ok {
+		input[i], perItem[i] = float64(r.InputBytes), float64(r.InputBytes)/float64(r.Items)
+		total += input[i]
+		items += float64(r.Items)
+	}
+	mean := stat.Mean(perItem, nil)
+	if mean <= 0 || stat.StdDev(perItem, nil) <= 0.1*mean {
+		return
+	}
+	with := append(append([][]float64(nil), cols...), input)
+	beta, r := fitNonNegative(with, peak)
+	slope := beta[len(beta)-1]
+	if slope <= 0 || meanAbs(r) > 0.7*meanAbs(resid) {
+		return
+	}
+	m.Fixed, m.PerItem = max(beta[0], 0), beta[1]
+	if m.ThreadsVaried {
+		m.PerThread = beta[2]
+	}
+	m.PerInputByte, m.InputPerItem = slope, total/items
 }
 
 // fitDuration fits the duration of the successful batches against items.
@@ -326,7 +389,8 @@ func (m Model) Costs(p Params) (Costs, bool) {
 	}
 	r := 1 + p.Margin
 	c.FixedBytes = satAdd(toBytes(m.Fixed*r+m.Residual), p.MarginBytes)
-	c.PerItemBytes = toBytes(math.Ceil(m.PerItem * r))
+	c.PerItemBytes = toBytes(math.Ceil((m.PerItem + m.PerInputByte*m.InputPerItem) * r))
+	c.PerInputByte, c.InputPerItem = m.PerInputByte*r, m.InputPerItem
 	c.PerThreadBytes = toBytes(math.Ceil(m.PerThread * r))
 	growth := p.Growth
 	if m.State == StateFirm {
@@ -369,6 +433,7 @@ func (m Model) raise(c Costs, p Params) Costs {
 		c.FixedBytes = toBytes(math.Ceil(float64(c.FixedBytes) * s))
 		c.PerItemBytes = toBytes(math.Ceil(float64(c.PerItemBytes) * s))
 		c.PerThreadBytes = toBytes(math.Ceil(float64(c.PerThreadBytes) * s))
+		c.PerInputByte *= s
 	}
 	return c
 }

@@ -271,3 +271,57 @@ func TestEfficientBatch(t *testing.T) {
 		t.Fatalf("linear durations: efficient batch %d, want none", m.EfficientBatch)
 	}
 }
+
+// withInput gives each batch of recs files of 1 to 40 MiB per item on
+// average, and adds perByte × their size to its peak: a program whose
+// memory follows its images' size.
+func withInput(rng *rand.Rand, recs []Record, perByte float64) []Record {
+	for i := range recs {
+		per := float64(1+rng.IntN(40)) * mib
+		recs[i].InputBytes = int64(per * float64(recs[i].Items))
+		recs[i].PeakMemoryBytes += int64(perByte * float64(recs[i].InputBytes))
+	}
+	return recs
+}
+
+// When memory follows the input files' size, the fit finds the per-byte
+// cost within 5 % with the other costs, prices a task's items by its own
+// files (ForInput), and covers every batch; when it does not, input sizes
+// that vary leave the model without an input term.
+func TestFitInputBytes(t *testing.T) {
+	c := truth{fixed: 200 * mib, perItem: 20 * mib, perThread: 50 * mib}
+	for _, seed := range testseed.Seeds(t, 1, 2, 3) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		recs := withInput(rng, synth(rng, c, 60, 0.01), 3)
+		m := Fit(recs, Params{})
+		if m.State != StateFirm {
+			t.Fatalf("state %v, want firm", m.State)
+		}
+		within(t, "perInputByte", m.PerInputByte*mib, 3*mib, 0.05)
+		within(t, "perItem", m.PerItem, c.perItem, 0.05)
+		within(t, "fixed", m.Fixed, c.fixed, 0.05)
+		within(t, "perThread", m.PerThread, c.perThread, 0.05)
+		cost, ok := m.Costs(Params{})
+		if !ok || cost.PerInputByte <= 0 {
+			t.Fatalf("costs %+v: want an input term", cost)
+		}
+		for _, r := range withInput(rand.New(rand.NewPCG(seed, 12)), synth(rand.New(rand.NewPCG(seed, 13)), c, 50, 0.01), 3) {
+			per := float64(r.InputBytes) / float64(r.Items)
+			if need := cost.ForInput(per).Need(r.Items, r.Threads); need < r.PeakMemoryBytes {
+				t.Errorf("estimate %d MiB below a real peak %d MiB (items %d, %0.f MiB per item)", need/mib, r.PeakMemoryBytes/mib, r.Items, per/mib)
+			}
+		}
+		// Small files cost less than the profile's mean, large ones more.
+		small, large := cost.ForInput(1*mib).PerItemBytes, cost.ForInput(40*mib).PerItemBytes
+		if !(small < cost.PerItemBytes && cost.PerItemBytes < large) {
+			t.Errorf("per item: small files %d, mean %d, large files %d MiB", small/mib, cost.PerItemBytes/mib, large/mib)
+		}
+		within(t, "per item for 40 MiB files", float64(large), 1.05*(c.perItem+3*40*mib), 0.02)
+
+		// Input sizes vary but memory ignores them: no input term.
+		plain := withInput(rand.New(rand.NewPCG(seed, 14)), synth(rand.New(rand.NewPCG(seed, 15)), c, 60, 0.01), 0)
+		if m := Fit(plain, Params{}); m.PerInputByte != 0 {
+			t.Errorf("memory independent of input: per input byte %g", m.PerInputByte)
+		}
+	}
+}

@@ -153,6 +153,10 @@ type Task struct {
 	Mode v1alpha1.EstimateMode
 	// Profile keys the history the task's batches feed (for the Learner).
 	Profile string
+	// InputBytesPerItem is the mean size of the task's items that are
+	// files (for the Learner: a profile whose memory follows its input's
+	// size prices this task's items by it).
+	InputBytesPerItem float64
 	// CarryProgress asks Replace to continue from the committed progress of
 	// the generation it replaces (ItemsDone, BatchesDone above are then
 	// ignored), unless that generation ended Done: a finished generation's

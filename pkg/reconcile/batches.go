@@ -26,6 +26,9 @@ type runInfo struct {
 	items   []string
 	logPath string
 	runDir  string
+	// inputPerItem is the mean size of the items that are files (0 when
+	// none is), for the learner's input term.
+	inputPerItem float64
 }
 
 // groupNote tells the owner that a batch's process group started, so that
@@ -339,12 +342,17 @@ func runInfoFor(t *v1alpha1.Task, spoolDir, stateDir string, items []string) *ru
 		env = append(env, runner.EnvVar{Name: e.Name, Value: e.Value})
 	}
 	name := t.Metadata.Name
+	var inputPerItem float64
+	if len(items) > 0 {
+		inputPerItem = float64(inputBytes(items)) / float64(len(items))
+	}
 	return &runInfo{
-		command: t.Spec.Command,
-		env:     env,
-		workDir: v1alpha1.ResolveWorkingDir(t.Spec, spoolDir),
-		items:   items,
-		logPath: filepath.Join(stateDir, "logs", name+".log"),
-		runDir:  filepath.Join(stateDir, "run", name),
+		inputPerItem: inputPerItem,
+		command:      t.Spec.Command,
+		env:          env,
+		workDir:      v1alpha1.ResolveWorkingDir(t.Spec, spoolDir),
+		items:        items,
+		logPath:      filepath.Join(stateDir, "logs", name+".log"),
+		runDir:       filepath.Join(stateDir, "run", name),
 	}
 }

@@ -756,6 +756,7 @@ func (c *Controller) nextGeneration(e *entry, cause string) bool {
 	}
 	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
 	qt := c.queueTask(e, seq, gen, total)
+	qt.InputBytesPerItem = ri.inputPerItem
 	qt.ItemsDone, qt.BatchesDone = 0, 0
 	if carry && st.Phase != v1alpha1.PhaseDone {
 		qt.ItemsDone, qt.BatchesDone = st.Progress.ItemsDone, st.Progress.BatchesDone
@@ -872,7 +873,9 @@ func (c *Controller) resume(e *entry) {
 	}
 	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
 	c.batches.set(e.name, st.ObservedGeneration, ri)
-	if _, err := c.queue.Replace(c.queueTask(e, st.QueueSeq, st.ObservedGeneration, total)); err != nil {
+	qt := c.queueTask(e, st.QueueSeq, st.ObservedGeneration, total)
+	qt.InputBytesPerItem = ri.inputPerItem
+	if _, err := c.queue.Replace(qt); err != nil {
 		c.batches.drop(e.name, st.ObservedGeneration)
 		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
 		return

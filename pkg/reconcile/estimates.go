@@ -31,6 +31,11 @@ type ProfileEstimate struct {
 	FittedFixed     int64 `json:"fittedFixedBytes"`
 	FittedPerItem   int64 `json:"fittedPerItemBytes"`
 	FittedPerThread int64 `json:"fittedPerThreadBytes"`
+	// FittedPerInputByte is the memory per byte of input files, and
+	// InputPerItem the profile's mean input per item, when the model has
+	// an input term (0 otherwise).
+	FittedPerInputByte float64 `json:"fittedPerInputByte,omitempty"`
+	InputPerItem       int64   `json:"inputPerItemBytes,omitempty"`
 	// Residual is the upper quantile of the residuals, in bytes.
 	Residual int64 `json:"residualBytes"`
 	// Costs are the estimate the model gives (margins included), when OK.
@@ -63,6 +68,7 @@ func EstimateOf(book *history.Book, profile string) ProfileEstimate {
 		Profile: profile, State: m.State.String(),
 		Samples: m.Samples, Censored: m.Censored, Total: m.Total,
 		FittedFixed: int64(m.Fixed), FittedPerItem: int64(m.PerItem), FittedPerThread: int64(m.PerThread),
+		FittedPerInputByte: m.PerInputByte, InputPerItem: int64(m.InputPerItem),
 		Residual: int64(m.Residual), Costs: s.Costs, OK: s.OK, Note: s.Note,
 		MaxItems: m.MaxItems, MaxThreads: m.MaxThreads, MaxPeak: m.MaxPeak,
 		DurationFixed: m.DurationFixed, DurationPerItem: m.DurationPerItem, EfficientBatch: m.EfficientBatch,

@@ -35,7 +35,9 @@ func (c *Controller) keepReofferable(e *entry, qt *queue.Task) {
 	if e.task.Spec.BatchTimeout != nil {
 		qt.BatchTimeout = e.task.Spec.BatchTimeout.Duration
 	}
-	c.batches.set(e.name, st.ObservedGeneration, runInfoFor(e.task, c.cfg.SpoolDir, c.cfg.StateDir, items))
+	ri := runInfoFor(e.task, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	qt.InputBytesPerItem = ri.inputPerItem
+	c.batches.set(e.name, st.ObservedGeneration, ri)
 }
 
 // reoffered clears what a rejection wrote once the queue offers the task

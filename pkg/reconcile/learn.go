@@ -136,6 +136,7 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 	declared := e.FixedMemory > 0 || e.PerItemMemory > 0 || e.PerThreadMemory > 0
 	p := l.book.Params()
 	c, ok := m.Costs(p)
+	c = c.ForInput(t.InputBytesPerItem)
 	if kills == 0 && declared {
 		switch {
 		case m.Samples < p.MinSamples:

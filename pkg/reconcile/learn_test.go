@@ -180,3 +180,41 @@ func TestLearnerBatchPolicy(t *testing.T) {
 		}
 	}
 }
+
+// A profile whose memory follows its files' size (an image decoder: 64 MiB
+// + 2 bytes per input byte) learns it from batches of tasks with small and
+// large files, and then prices each task's items by its own files: the
+// task of 30 MiB images gets more per item than the one of 2 MiB images,
+// and each estimate covers its real batches.
+func TestLearnerPricesItemsByTheirInput(t *testing.T) {
+	l := newTestLearner(4096 * mi)
+	need := func(items int64, perItem float64) int64 { return 64*mi + int64(2*perItem*float64(items)) }
+	sizes := []float64{2 * float64(mi), 30 * float64(mi), 8 * float64(mi), 16 * float64(mi)}
+	for i := range 12 {
+		per := sizes[i%len(sizes)]
+		tk := learnTask(v1alpha1.EstimateLearned, 0, 0)
+		tk.InputBytesPerItem = per
+		items := int64(1 + i%5)
+		res := queue.BatchResult{PeakMemoryBytes: need(items, per), InputBytes: int64(per * float64(items)), Started: time.Unix(0, 0), Ended: time.Unix(1, 0)}
+		l.Observe(tk, queue.Batch{Size: items, Contract: governor.Contract{Threads: 1, MemoryBytes: 2048 * mi}}, res)
+	}
+	if m := l.book.Model("custom/synth"); m.PerInputByte < 1.9 || m.PerInputByte > 2.1 {
+		t.Fatalf("per input byte %.2f, want 2 (model %+v)", m.PerInputByte, m)
+	}
+	small, large := learnTask(v1alpha1.EstimateLearned, 0, 0), learnTask(v1alpha1.EstimateLearned, 0, 0)
+	small.InputBytesPerItem, large.InputBytesPerItem = 2*float64(mi), 30*float64(mi)
+	es, el := l.Estimate(small, 0), l.Estimate(large, 0)
+	if es.PerItemMemory >= el.PerItemMemory {
+		t.Fatalf("per item: 2 MiB files %d MiB, 30 MiB files %d MiB", es.PerItemMemory/mi, el.PerItemMemory/mi)
+	}
+	for _, c := range []struct {
+		e   governor.Estimate
+		per float64
+	}{{es, 2 * float64(mi)}, {el, 30 * float64(mi)}} {
+		for _, n := range []int64{1, 4, 8} {
+			if got, want := c.e.FixedMemory+c.e.PerItemMemory*n, need(n, c.per); got < want || float64(got) > 1.3*float64(want) {
+				t.Errorf("%d items of %.0f MiB: estimate %d MiB, real %d MiB", n, c.per/float64(mi), got/mi, want/mi)
+			}
+		}
+	}
+}
