@@ -7,15 +7,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Bounds of the registries and of the history.
+// Bounds of the registries.
 const (
 	// MaxGPUs bounds the GPU registry; further GPUs of a snapshot are ignored.
 	MaxGPUs = 16
 	// MaxScratchVolumes bounds the scratch registry; further volumes are ignored.
 	MaxScratchVolumes = 16
-	// MaxClasses bounds the number of classes with a batch history; records
-	// of further classes are dropped.
-	MaxClasses = 64
 )
 
 // Defaults applied by New when the corresponding Config field is zero.
@@ -41,8 +38,6 @@ const (
 	// DefaultHysteresis is how long a signal must stay below its threshold
 	// before a deferral ends.
 	DefaultHysteresis = 10 * time.Second
-	// DefaultHistorySize is the number of batches kept per class.
-	DefaultHistorySize = 64
 )
 
 // Config bounds the budgets. The zero value is usable: every zero field takes
@@ -94,8 +89,6 @@ type Config struct {
 	// Hysteresis is how long a deferring signal must stay at or below its
 	// threshold before admissions resume (0: 10s; negative: none).
 	Hysteresis time.Duration
-	// HistorySize is the number of finished batches kept per class (0: 64).
-	HistorySize int
 }
 
 // Option configures a Governor beyond its Config.
@@ -144,9 +137,6 @@ func (c Config) withDefaults() Config {
 		c.Hysteresis = DefaultHysteresis
 	} else if c.Hysteresis < 0 {
 		c.Hysteresis = 0
-	}
-	if c.HistorySize <= 0 {
-		c.HistorySize = DefaultHistorySize
 	}
 	return c
 }

@@ -34,8 +34,6 @@
 //     VOLUME/PREFIX+id (WithLeasePrefix; the controller makes the prefix
 //     unique across restarts); the governor only names it, package scratch
 //     creates and removes it.
-//   - RecordBatch / History: a bounded per-class history of finished batches
-//     and the fitted cost per item and per thread.
 //   - Budgets: a copy of every budget and signal, for the CLI and metrics.
 //   - Close: destroys the remaining reservations; every later call returns
 //     ErrClosed (Decide and Reserve answer Wait with reason Closed, so a

@@ -216,8 +216,6 @@ type Governor struct {
 		cpuPSI    pressureWindow
 		// deferred: a deferral was active after the last Update.
 		deferred bool
-
-		history map[string]*classHistory
 	}
 }
 
@@ -230,7 +228,6 @@ func New(cfg Config, opts ...Option) *Governor {
 	}
 	g.mu.nextID = 1
 	g.mu.changed = make(chan struct{})
-	g.mu.history = make(map[string]*classHistory)
 	return g
 }
 

@@ -406,38 +406,6 @@ func TestWorkMemoryUsageAvoidsDoubleCount(t *testing.T) {
 	}
 }
 
-func TestHistory(t *testing.T) {
-	g := New(Config{HistorySize: 8})
-	// peak = 28Mi + 1Mi·items + 87Mi·threads, plus failures and old noise
-	// pushed out of the ring.
-	for i := range 20 {
-		g.RecordBatch("features", BatchRecord{Items: 1000, Threads: 1, PeakMemoryBytes: 100 * Gi, Duration: time.Hour})
-		_ = i
-	}
-	for i := range 8 {
-		items, threads := int64(10+i*7), 1+i%3
-		rec := BatchRecord{Items: items, Threads: threads, Duration: time.Duration(items) * time.Second,
-			PeakMemoryBytes: 28*Mi + items*Mi + int64(threads)*87*Mi}
-		if i == 3 {
-			rec.ExitCode, rec.PeakMemoryBytes = 1, Gi
-		}
-		g.RecordBatch("features", rec)
-	}
-	st := g.History("features")
-	if st.Samples != 8 || st.Succeeded != 7 || st.Total != 28 {
-		t.Fatalf("counts: %+v", st)
-	}
-	if st.FixedBytes != 28*Mi || st.PerItemBytes != Mi || st.PerThreadBytes != 87*Mi {
-		t.Errorf("fit = %s + %s/item + %s/thread", FormatBytes(st.FixedBytes), FormatBytes(st.PerItemBytes), FormatBytes(st.PerThreadBytes))
-	}
-	if st.PerItem != time.Second || st.MaxPeakBytes != Gi {
-		t.Errorf("per item %v, max peak %d", st.PerItem, st.MaxPeakBytes)
-	}
-	if g.History("none") != (ClassStats{}) {
-		t.Error("history of an unknown class")
-	}
-}
-
 func TestFormatBytes(t *testing.T) {
 	for n, want := range map[int64]string{
 		0: "0B", 1023: "1023B", 1024: "1.0KiB", 1536: "1.5KiB", 4403 * Mi / 1024 * 1024 / 1024 * 1024: "4.3GiB",

@@ -177,18 +177,6 @@ func (s *scenario) run(cmd string) []string {
 		}
 		s.clk.SetTime(s.clk.Now().Add(d))
 		return s.state()
-	case "record":
-		dur, _ := time.ParseDuration(s.str(kv, "dur", "0s"))
-		s.g.RecordBatch(s.str(kv, "class", ""), BatchRecord{
-			Items: s.num(kv, "items", 0), Threads: int(s.num(kv, "threads", 1)), Duration: dur,
-			PeakMemoryBytes: s.qty(kv, "peak", 0), ExitCode: int(s.num(kv, "exit", 0)),
-		})
-		return []string{"ok"}
-	case "history":
-		h := s.g.History(args[0])
-		return []string{fmt.Sprintf("samples=%d succeeded=%d total=%d fixed=%s perItem=%s perThread=%s maxPeak=%s perItemTime=%v",
-			h.Samples, h.Succeeded, h.Total, FormatBytes(h.FixedBytes), FormatBytes(h.PerItemBytes), FormatBytes(h.PerThreadBytes),
-			FormatBytes(h.MaxPeakBytes), h.PerItem)}
 	case "budgets":
 		v := s.g.Budgets()
 		return append(s.state(), fmt.Sprintf("signals: load=%.2f/%.2f psi-io=%.1f/%.1f swap=%s/%s zram=%s/%s next-id=%d",

@@ -231,16 +231,3 @@ type Contract struct {
 	// GrantedAt is when it was granted (the governor's clock).
 	GrantedAt time.Time
 }
-
-// BatchRecord is a finished batch, for the per-class history.
-type BatchRecord struct {
-	// Items in the batch, Threads it ran with.
-	Items   int64
-	Threads int
-	// Duration of the batch.
-	Duration time.Duration
-	// PeakMemoryBytes measured on the process group.
-	PeakMemoryBytes int64
-	// ExitCode of the command (-1 when killed).
-	ExitCode int
-}

@@ -20,8 +20,6 @@ type Admitter interface {
 	Reserve(e governor.Estimate) (d governor.Decision, r Reservation, ok bool)
 	// Release returns a reservation's budgets; a second release is an error.
 	Release(r Reservation) error
-	// RecordBatch adds a finished batch to the governor's history.
-	RecordBatch(class string, rec governor.BatchRecord)
 	// Changed is closed at the next governor generation change (hardware
 	// seen or gone, limits changed); the queue then offers again the tasks
 	// it rejected for hardware (see HardwareRejection).

@@ -25,11 +25,10 @@ func (a *benchAdm) Reserve(e governor.Estimate) (governor.Decision, Reservation,
 	return governor.Decision{Verdict: governor.Wait, Reason: governor.ReasonInsufficientMemory, Budget: governor.BudgetMemory,
 		Need: 4 << 30, Free: 2 << 30, Batch: e.BatchMin, Threads: e.Threads}, nil, false
 }
-func (a *benchAdm) Release(Reservation) error                { return nil }
-func (a *benchAdm) RecordBatch(string, governor.BatchRecord) {}
-func (a *benchAdm) Changed() <-chan struct{}                 { return nil }
-func (o *countingObserver) Observe(Event)                    { o.n++ }
-func (q *Queue) benchRequeue(e *entry)                       { q.mu.Lock(); defer q.mu.Unlock(); q.lockedRequeue(e) }
+func (a *benchAdm) Release(Reservation) error { return nil }
+func (a *benchAdm) Changed() <-chan struct{}  { return nil }
+func (o *countingObserver) Observe(Event)     { o.n++ }
+func (q *Queue) benchRequeue(e *entry)        { q.mu.Lock(); defer q.mu.Unlock(); q.lockedRequeue(e) }
 func newBenchQueue(adm Admitter, obs Observer, admitted **entry) *Queue {
 	q := New(Config{}, adm, nil, obs)
 	q.spawn = func(e *entry) { *admitted = e }

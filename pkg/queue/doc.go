@@ -24,7 +24,7 @@
 //     Wait is pending, Run sleeps until a signal. There is no other goroutine.
 //   - Workers: one goroutine per admitted task (at most Config.MaxParallel when
 //     set) runs its batches through BatchRunner, commits progress on exit 0,
-//     records every batch, failed ones included, with Admitter.RecordBatch,
+//     hands every batch, failed ones included, to the Learner (WithLearner),
 //     retries other failures up to Task.Retries times with a clock-driven
 //     exponential backoff (Config.RetryBackoff doubling up to
 //     MaxRetryBackoff; the same batch index and start, the same reservation
@@ -97,7 +97,7 @@
 //
 // One mutex, Queue.mu, guards the task table, the dispatch list, the entries'
 // fields and the history. Lock order: Queue.mu, then the Admitter's own lock
-// (Refresh, Reserve, Decide, Release and RecordBatch are called with Queue.mu
+// (Refresh, Reserve, Decide and Release are called with Queue.mu
 // held, so decide-and-reserve and the task's phase change are one atomic
 // step), and the Observer is called with Queue.mu held, which keeps events in
 // order; neither may call back into the queue, and neither may block: no

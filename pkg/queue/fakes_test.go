@@ -86,7 +86,6 @@ type fakeAdm struct {
 	badReleases    int
 	refreshes      int
 	maxActive      int
-	records        []governor.BatchRecord
 	overBudgetSeen bool
 }
 
@@ -164,13 +163,6 @@ func (a *fakeAdm) Release(r Reservation) error {
 	a.used -= m
 	a.releases++
 	return nil
-}
-
-func (a *fakeAdm) RecordBatch(class string, rec governor.BatchRecord) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.records = append(a.records, rec)
-	a.lockedBroadcast()
 }
 
 func (a *fakeAdm) Changed() <-chan struct{} {

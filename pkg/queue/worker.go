@@ -273,13 +273,6 @@ func (q *Queue) awaitBatch(e *entry, rb RunningBatch) (BatchResult, bool) {
 func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *int) (outcome, clock.Timer) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.adm.RecordBatch(e.task.Estimate.Class, governor.BatchRecord{
-		Items:           b.Size,
-		Threads:         b.Contract.Threads,
-		Duration:        res.Ended.Sub(res.Started),
-		PeakMemoryBytes: res.PeakMemoryBytes,
-		ExitCode:        res.ExitCode,
-	})
 	if q.learn != nil {
 		q.learn.Observe(&e.task, b, res)
 	}

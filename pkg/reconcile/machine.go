@@ -93,9 +93,6 @@ func (m *machine) Release(r queue.Reservation) error {
 	return err
 }
 
-// RecordBatch adds a finished batch to the governor's history.
-func (m *machine) RecordBatch(class string, rec governor.BatchRecord) { m.gov.RecordBatch(class, rec) }
-
 // Changed is closed at the governor's next generation change.
 func (m *machine) Changed() <-chan struct{} { return m.gov.Changed() }
 
