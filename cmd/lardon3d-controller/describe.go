@@ -198,7 +198,7 @@ func qty(q *resource.Quantity) string {
 
 // describeLearned prints what the task's profile learned: the mode, the
 // measured costs against the declared ones, the efficiency of the
-// reservations, a block to paste, and an ETA from the time per item.
+// reservations and a block to paste.
 func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatus, e *reconcile.ProfileEstimate) {
 	mode := sp.Resources.EffectiveEstimate()
 	fmt.Fprintf(tw, "Costs from:\t%s estimate (profile %s)\n", mode, cell(reconcile.ProfileOf(sp)))
@@ -206,8 +206,16 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 		fmt.Fprintf(tw, "Measured:\tnothing yet\n")
 		return
 	}
-	fmt.Fprintf(tw, "Measured:\tfixed %s + %s per item + %s per thread (p95 residual %s), from %d batches (%d killed for memory), %s\n",
-		humanBytes(e.FittedFixed), humanBytes(e.FittedPerItem), humanBytes(e.FittedPerThread), humanBytes(e.Residual), e.Samples, e.Censored, e.State)
+	switch {
+	case e.Samples > 0 && e.Note != "":
+		// One batch size seen: the fit's split is not meaningful, the
+		// peak at that size is (as the suggestion below says).
+		fmt.Fprintf(tw, "Measured:\tpeak %s at batches of %d items, the only size seen (fixed and per-item costs cannot be told apart yet), from %d batches (%d killed for memory), %s\n",
+			humanBytes(e.MaxPeak), e.MaxItems, e.Samples, e.Censored, e.State)
+	default:
+		fmt.Fprintf(tw, "Measured:\tfixed %s + %s per item + %s per thread (p95 residual %s), from %d batches (%d killed for memory), %s\n",
+			humanBytes(e.FittedFixed), humanBytes(e.FittedPerItem), humanBytes(e.FittedPerThread), humanBytes(e.Residual), e.Samples, e.Censored, e.State)
+	}
 	if e.FittedPerInputByte > 0 {
 		fmt.Fprintf(tw, "Input:\tmemory follows the input files' size: %.2f bytes per input byte (profile's mean %s per item); this task's items are priced by their own size\n",
 			e.FittedPerInputByte, humanBytes(e.InputPerItem))
