@@ -18,7 +18,10 @@ func eta(left int64, e *reconcile.ProfileEstimate) time.Duration {
 // reported nothing.
 func runningReport(st *v1alpha1.TaskStatus, now time.Time) (reported, size int64, ran time.Duration, ok bool) {
 	lb := st.LastBatch
-	if lb == nil || lb.EndTime != nil || lb.ItemsReported == nil || lb.StartTime == nil || v1alpha1.IsTerminal(st.Phase) {
+	if st.Phase != v1alpha1.PhaseRunning && st.Phase != v1alpha1.PhasePaused {
+		return 0, 0, 0, false
+	}
+	if lb == nil || lb.EndTime != nil || lb.ItemsReported == nil || lb.StartTime == nil {
 		return 0, 0, 0, false
 	}
 	return *lb.ItemsReported, lb.Size, now.Sub(lb.StartTime.Time), true

@@ -53,6 +53,13 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 	if row := tableRow(&v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st}, now); !strings.Contains(row, "0/100 +10") {
 		t.Errorf("row %q: want the reported items beside the committed ones", row)
 	}
+	// A task back to Pending (its controller died mid-batch) has no batch
+	// in flight, whatever its status still says.
+	st.Phase = v1alpha1.PhasePending
+	if row := tableRow(&v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st}, now); strings.Contains(row, "+10") {
+		t.Errorf("row %q: a pending task shows a report", row)
+	}
+	st.Phase = v1alpha1.PhaseRunning
 	// Once the batch ended, its report is history: nothing is priced by it.
 	ended := metav1.NewTime(now)
 	st.LastBatch.EndTime = &ended

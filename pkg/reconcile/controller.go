@@ -867,6 +867,11 @@ func (c *Controller) resume(e *entry) {
 		st.Progress = v1alpha1.Progress{ItemsTotal: total}
 	}
 	st.Progress.InputsHash = inputs
+	stale := false
+	if lb := st.LastBatch; lb != nil && lb.EndTime == nil && lb.ItemsReported != nil {
+		// What a batch of a dead controller reported: that batch is gone.
+		lb.ItemsReported, stale = nil, true
+	}
 	if st.QueueSeq == 0 {
 		c.nextSeq++
 		st.QueueSeq = c.nextSeq
@@ -881,7 +886,7 @@ func (c *Controller) resume(e *entry) {
 		return
 	}
 	e.inQueue = true
-	if st.LogFile != ri.logPath || st.Progress != before {
+	if st.LogFile != ri.logPath || st.Progress != before || stale {
 		st.LogFile = ri.logPath
 		c.markDirty(e, true)
 	}
