@@ -62,6 +62,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./pkg/apis/v1alpha1
 	$(GO) test -run '^$$' -fuzz '^FuzzReplaceStatus$$' -fuzztime $(FUZZTIME) ./pkg/spool
 	$(GO) test -run '^$$' -fuzz '^FuzzSetSpecPaused$$' -fuzztime $(FUZZTIME) ./pkg/spool
+	$(GO) test -run '^$$' -fuzz '^FuzzProgressReader$$' -fuzztime $(FUZZTIME) ./pkg/runner
 
 ## schemas: regenerate schemas/task.schema.json from the Go types
 schemas:

@@ -123,3 +123,28 @@ func TestBatchReportsProgress(t *testing.T) {
 		}
 	}
 }
+
+// FuzzProgressReader: whatever a command writes, cut however its writes
+// fall, the reader never fails, keeps the count within the batch, and ends
+// with the count a single read of the whole output gives.
+func FuzzProgressReader(f *testing.F) {
+	f.Add("LARDON3D_PROGRESS 3\n", uint16(5), uint16(9))
+	f.Add("x\nLARDON3D_PROGRESS 12/40\r\nLARDON3D_PROGRESS 9999999999999999999999\n", uint16(1), uint16(30))
+	f.Add("LARDON3D_PROGRESS \nLARDON3D_PROGRESS -1\nLARDON3D_PROGRESS 2", uint16(17), uint16(18))
+	f.Fuzz(func(t *testing.T, stream string, a, b uint16) {
+		cuts := []int{int(a) % (len(stream) + 1), int(b) % (len(stream) + 1)}
+		if cuts[0] > cuts[1] {
+			cuts[0], cuts[1] = cuts[1], cuts[0]
+		}
+		want := progressOf(t, stream, 10)[0]
+		got := progressOf(t, stream, 10, cuts...)
+		for _, c := range got {
+			if c < -1 || c > 10 {
+				t.Fatalf("count %d outside [-1, 10]", c)
+			}
+		}
+		if got[len(got)-1] != want {
+			t.Fatalf("cuts %v: count %d, one read gives %d", cuts, got[len(got)-1], want)
+		}
+	})
+}
