@@ -89,7 +89,11 @@ func newGetCommand(g *globals) *cobra.Command {
 // listTasks lists the spool's tasks (or the one named in args) that o
 // selects, in o's order.
 func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
-	files, err := readSpool(dir)
+	read := readSpool
+	if indexedOutput(o) {
+		read = readSpoolListed
+	}
+	files, err := read(dir)
 	if err != nil {
 		return nil, err
 	}

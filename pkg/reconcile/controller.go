@@ -153,6 +153,8 @@ type Controller struct {
 	// writeErrorsChanged: the set of failing status writes changed since
 	// it was last published for describe.
 	writeErrorsChanged bool
+	// index is what get lists (index.go).
+	index listIndex
 	// closing is set once Run shuts down: no task is cancelled any more.
 	closing bool
 	// phasesAt is when the phase gauge was last recounted.
@@ -334,7 +336,11 @@ loop:
 		case <-ctx.Done():
 			break loop
 		}
-		next := c.flush(time.Now(), false)
+		now := time.Now()
+		next := c.flush(now, false)
+		if wait := c.publishIndex(now); wait > 0 && (next <= 0 || wait < next) {
+			next = wait
+		}
 		if next > 0 {
 			flush.Reset(next)
 		}
@@ -377,6 +383,7 @@ loop:
 	c.flush(time.Now(), true)
 	c.countPhases(time.Now(), true)
 	c.flushHistory()
+	removeIndex(c.cfg.StateDir)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, estimatesFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))
@@ -533,6 +540,7 @@ func (c *Controller) outcome() Outcome {
 
 // handleFile applies one spool event. REQUIRES: owner goroutine.
 func (c *Controller) handleFile(ev spool.Event) {
+	c.index.fileSeen(ev)
 	switch ev.Type {
 	case spool.Renamed:
 		// The task moves with its file (batch, reservation and all); what
@@ -1369,6 +1377,7 @@ func (c *Controller) wrote(e *entry, now time.Time, err error, took time.Duratio
 	}
 	e.urgentAt, e.commit = time.Time{}, false
 	e.lastWrite = now
+	c.index.wrote(e.path, e.task, &e.status)
 	e.writeErr, e.writeFailures, e.retryAt = nil, 0, time.Time{}
 	return true
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// indexedOutput reports whether get's output o renders from a task's
+// reconcile.ListView alone (the table, wide or not, and names), so that a
+// running controller's list index can stand for the manifests.
+func indexedOutput(o *getOptions) bool {
+	return !o.watch && (o.output == "" || o.output == "wide" || o.output == "name")
+}
+
+// readSpoolListed is readSpool for a listing: a manifest the running
+// controller's list index (STATE/index.jsonl, reconcile.ReadIndex)
+// describes is taken from it, every other one (new, invalid, not yet
+// read by the controller) is read and parsed as readSpool would. With no
+// controller running, or no usable index, it is readSpool. The rows
+// render as those of the files do (getindex_test.go holds it to that).
+func readSpoolListed(dir string) ([]manifestFile, error) {
+	idx, err := reconcile.ReadIndex(filepath.Join(dir, ".lardon3d"), dir)
+	if err != nil {
+		return readSpool(dir)
+	}
+	if err := checkSpoolDir(dir); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return readSpool(dir)
+	}
+	out := make([]manifestFile, 0, len(ents))
+	for _, de := range ents {
+		if !spool.IsManifestName(de.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, de.Name())
+		if t, ok := idx[de.Name()]; ok {
+			out = append(out, manifestFile{path: path, task: t})
+			continue
+		}
+		out = append(out, readManifest(path))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
+	return out, nil
+}
