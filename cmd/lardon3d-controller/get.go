@@ -61,6 +61,7 @@ func newGetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
+			lessGC()
 			list := func() ([]manifestFile, error) { return listTasks(g.spool, args, sel, o) }
 			files, err := list()
 			if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
@@ -14,6 +15,16 @@ import (
 // running controller's list index can stand for the manifests.
 func indexedOutput(o *getOptions) bool {
 	return !o.watch && (o.output == "" || o.output == "wide" || o.output == "name")
+}
+
+// lessGC makes the collector run less often (GOGC=400) unless GOGC says
+// otherwise: a listing is one short burst of allocation that the process
+// ends, and with ten thousand tasks the default collector takes a sixth
+// of get's time.
+func lessGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
 
 // readSpoolListed is readSpool for a listing: a manifest the running

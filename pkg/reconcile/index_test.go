@@ -1,11 +1,15 @@
 package reconcile
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/lardon3d/lardon3d-controller/internal/testseed"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
 
@@ -98,7 +102,7 @@ func TestReadIndex(t *testing.T) {
 	path := filepath.Join(dir, IndexFile)
 	data, _ := os.ReadFile(path)
 	start, _ := procStart(os.Getpid())
-	forged := []byte(fmt.Sprintf(`{"version":1,"pid":1,"start":%d,"spool":%q}`, start, spool))
+	forged := []byte(fmt.Sprintf(`{"version":2,"pid":1,"start":%d,"spool":%q}`, start, spool))
 	for i, c := range data {
 		if c == '\n' {
 			data = append(forged, data[i:]...)
@@ -123,6 +127,63 @@ func BenchmarkReadIndex(b *testing.B) {
 	for b.Loop() {
 		if idx, err := ReadIndex(dir, spool); err != nil || len(idx) != 10000 {
 			b.Fatal(len(idx), err)
+		}
+	}
+}
+
+// TestIndexRowRoundTrip: any row, strings with tabs, newlines, quotes and
+// any bytes included, parses back from its line as it was written.
+func TestIndexRowRoundTrip(t *testing.T) {
+	for _, seed := range testseed.Seeds(t, 1, 2) {
+		r := rand.New(rand.NewPCG(seed, 15))
+		str := func() string {
+			b := make([]byte, r.IntN(6))
+			for i := range b {
+				const alphabet = "a\t\n\"\\- é\x00"
+				b[i] = alphabet[r.IntN(len(alphabet))]
+			}
+			return string(b)
+		}
+		ints := func() []int64 {
+			v := make([]int64, r.IntN(4))
+			for i := range v {
+				v[i] = r.Int64() - r.Int64()
+			}
+			if len(v) == 0 {
+				return nil
+			}
+			return v
+		}
+		for n := 0; n < 2000; n++ {
+			row := indexRow{File: "f" + str(), Name: str(), Profile: str(), Phase: str(),
+				Gen: r.Int64(), Seq: -r.Int64N(5), Done: r.Int64N(9), Total: r.Int64N(9),
+				Reservation: ints(), LastBatch: ints()}
+			if r.IntN(2) == 0 {
+				s := r.Int64() - r.Int64()
+				row.Start = &s
+			}
+			for k := r.IntN(3) * 2; k > 0; k-- {
+				row.Conditions = append(row.Conditions, str())
+			}
+			if k := r.IntN(3); k > 0 {
+				row.Labels = map[string]string{}
+				for ; k > 0; k-- {
+					row.Labels[str()] = str()
+				}
+			}
+			line := appendRow(nil, &row)
+			if bytes.Count(line, []byte("\n")) != 1 || line[len(line)-1] != '\n' {
+				t.Fatalf("seed %d: line %q is not one line", seed, line)
+			}
+			got, err := parseRow(string(line[:len(line)-1]))
+			if err != nil || !reflect.DeepEqual(got, row) {
+				t.Fatalf("seed %d: %q\nwrote %+v\nread  %+v (%v)", seed, line, row, got, err)
+			}
+		}
+	}
+	for _, bad := range []string{"", "x", `"f"`, `"f"	"n"	"p"	"ph"	1	2	3	4	9	0	-	0	0`, `"f"	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0	extra`} {
+		if _, err := parseRow(bad); err == nil {
+			t.Errorf("parseRow(%q) accepted", bad)
 		}
 	}
 }
