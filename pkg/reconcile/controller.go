@@ -1268,6 +1268,12 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 	if len(due) == 0 {
 		return next
 	}
+	if !all {
+		var left int
+		if due, left = limitDue(due, flushMax); left > 0 {
+			next = time.Millisecond
+		}
+	}
 	wrote := false
 	for i, r := range c.writeAll(due) {
 		e := due[i]
