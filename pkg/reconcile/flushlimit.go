@@ -12,7 +12,7 @@ import (
 // groups, so that every manifest is taken (queued, listed in the index)
 // soon, instead of after thousands of writes. What is left is written by
 // the next pass, within a millisecond when no event comes first.
-const flushMax = 256
+const flushMax = 64
 
 // limitDue keeps at most max of due, most pressing first: committed
 // progress, then phase changes (oldest first), then the rest (least
