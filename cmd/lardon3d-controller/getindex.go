@@ -29,8 +29,9 @@ func lessGC() {
 
 // readSpoolListed is readSpool for a listing: a manifest the running
 // controller's list index (STATE/index.jsonl, reconcile.ReadIndex)
-// describes is taken from it, every other one (new, invalid, not yet
-// read by the controller) is read and parsed as readSpool would. With no
+// describes, in the version the file still is (reconcile.VersionOf), is
+// taken from it; every other one (new, edited or written since, invalid,
+// not yet read by the controller) is read and parsed as readSpool would. With no
 // controller running, or no usable index, it is readSpool. The rows
 // render as those of the files do (getindex_test.go holds it to that).
 func readSpoolListed(dir string) ([]manifestFile, error) {
@@ -51,9 +52,11 @@ func readSpoolListed(dir string) ([]manifestFile, error) {
 			continue
 		}
 		path := filepath.Join(dir, de.Name())
-		if t, ok := idx[de.Name()]; ok {
-			out = append(out, manifestFile{path: path, task: t})
-			continue
+		if row, ok := idx[de.Name()]; ok {
+			if v, err := reconcile.VersionOf(path); err == nil && v == row.Version {
+				out = append(out, manifestFile{path: path, task: row.Task})
+				continue
+			}
 		}
 		out = append(out, readManifest(path))
 	}

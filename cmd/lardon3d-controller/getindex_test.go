@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,7 +242,7 @@ spec:
 	writeManifest(t, spool, "broken.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec: [unclosed\n")
 	c := startController(t, spool)
 	stateDir := filepath.Join(spool, ".lardon3d")
-	var idx map[string]*v1alpha1.Task
+	var idx map[string]reconcile.IndexedTask
 	eventually(t, time.Minute, "every valid task Done and in the index", func() bool {
 		var err error
 		idx, err = reconcile.ReadIndex(stateDir, spool)
@@ -249,13 +250,13 @@ spec:
 			return false
 		}
 		for i := 0; i < 12; i++ {
-			if task := idx[fmt.Sprintf("t%02d.yaml", i)]; task == nil || task.Status.Phase != v1alpha1.PhaseDone {
+			if row := idx[fmt.Sprintf("t%02d.yaml", i)]; row.Task == nil || row.Task.Status.Phase != v1alpha1.PhaseDone {
 				return false
 			}
 		}
-		return idx["waits.yaml"] != nil && idx["paused.yaml"] != nil
+		return idx["waits.yaml"].Task != nil && idx["paused.yaml"].Task != nil
 	})
-	if idx["broken.yaml"] != nil {
+	if idx["broken.yaml"].Task != nil {
 		t.Errorf("the unparseable manifest has a row in the index")
 	}
 	now := time.Now()
@@ -287,6 +288,33 @@ spec:
 		}
 		return true
 	})
+	// The rows stand for the files as they are now.
+	if idx, err := reconcile.ReadIndex(stateDir, spool); err != nil {
+		t.Fatal(err)
+	} else if hits := indexHits(t, spool, idx); hits < 14 {
+		t.Errorf("%d of the 14 valid manifests listed from the index", hits)
+	}
+	// A file changed since its row (the controller stopped, so that it
+	// cannot catch up) is read, not taken from the index.
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	writeManifest(t, spool, "t03.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: t03\n  labels: {n: edited}\nspec:\n  command: [\"true\"]\n  items: {count: 2}\n")
+	fromIndex, err := readSpoolListed(spool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFiles, err := readSpool(spool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := getOptions{output: "wide", sortBy: "name"}
+	if a, b := listing(t, fromIndex, &o, "n=edited", now), listing(t, fromFiles, &o, "n=edited", now); a != b || !strings.Contains(a, "t03") {
+		t.Errorf("an edited manifest listed from a stale row:\nfrom the files:\n%s\nfrom the index:\n%s", b, a)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	out, code := runCLI(t, "get", "--spool", spool)
 	if code != 0 || !strings.Contains(out, "broken") || !strings.Contains(out, "Invalid") || !strings.Contains(out, "Rejected") || !strings.Contains(out, "t11") {
 		t.Errorf("get (exit %d):\n%s", code, out)
@@ -300,4 +328,17 @@ spec:
 	if _, err := reconcile.ReadIndex(stateDir, spool); err == nil {
 		t.Fatalf("the index of a dead controller is taken")
 	}
+}
+
+// indexHits counts the manifests of spool whose row in idx is of the
+// version the file is now.
+func indexHits(t *testing.T, spool string, idx map[string]reconcile.IndexedTask) int {
+	t.Helper()
+	n := 0
+	for name, row := range idx {
+		if v, err := reconcile.VersionOf(filepath.Join(spool, name)); err == nil && v == row.Version {
+			n++
+		}
+	}
+	return n
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,7 @@ const IndexFile = "index.jsonl"
 const IndexEvery = 250 * time.Millisecond
 
 // indexVersion is the format of IndexFile's header.
-const indexVersion = 2
+const indexVersion = 3
 
 // indexHeader is IndexFile's first line.
 type indexHeader struct {
@@ -53,9 +54,11 @@ type indexHeader struct {
 // as their length then their elements. A reader splits ten thousand of
 // them in a few milliseconds.
 type indexRow struct {
-	File   string            // the manifest's base name
-	Name   string            // metadata.name
-	Labels map[string]string // metadata.labels
+	File string // the manifest's base name
+	// Version is the file's version the row describes.
+	Version FileVersion
+	Name    string            // metadata.name
+	Labels  map[string]string // metadata.labels
 	// Profile is ProfileOf the spec: ListView sets it as
 	// spec.resources.profile, which ProfileOf then returns as it is.
 	Profile string
@@ -86,6 +89,10 @@ func appendRow(b []byte, r *indexRow) []byte {
 		return b
 	}
 	b = strconv.AppendQuote(b, r.File)
+	for _, v := range []int64{int64(r.Version.Inode), r.Version.Size, r.Version.ModTime} {
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, v, 10)
+	}
 	b = append(b, '\t')
 	b = strconv.AppendQuote(b, r.Name)
 	b = append(b, '\t')
@@ -173,7 +180,9 @@ func parseRow(line string) (indexRow, error) {
 		}
 		return v
 	}
-	r.File, r.Name, r.Profile, r.Phase = str(), str(), str(), str()
+	r.File = str()
+	r.Version = FileVersion{Inode: uint64(num()), Size: num(), ModTime: num()}
+	r.Name, r.Profile, r.Phase = str(), str(), str()
 	r.Gen, r.Seq, r.Done, r.Total = num(), num(), num(), num()
 	r.Reservation, r.LastBatch = ints(), ints()
 	if s := next(); s != "-" {
@@ -198,6 +207,24 @@ func parseRow(line string) (indexRow, error) {
 		return indexRow{}, errBadRow
 	}
 	return r, nil
+}
+
+// FileVersion names a version of a manifest as stat(2) (following
+// symlinks) sees it: a status write-back makes a new inode, an edit in
+// place changes the size or the modification time.
+type FileVersion struct {
+	Inode   uint64
+	Size    int64
+	ModTime int64 // Unix nanoseconds
+}
+
+// VersionOf is the version of the file at path (through symlinks).
+func VersionOf(path string) (FileVersion, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return FileVersion{}, err
+	}
+	return FileVersion{Inode: st.Ino, Size: st.Size, ModTime: st.Mtim.Nano()}, nil
 }
 
 // listedConditions are the condition types get's REASON column reads, in
@@ -287,38 +314,42 @@ type listIndex struct {
 // fileSeen notes the version a spool event reports: its task (valid) or
 // nothing (anything else get must read for itself).
 func (x *listIndex) fileSeen(ev spool.Event) {
-	if x.rows == nil {
-		x.rows = make(map[string][]byte)
-	}
 	if ev.OldPath != "" {
 		x.drop(ev.OldPath)
 	}
 	switch ev.Type {
 	case spool.Added, spool.Modified, spool.Renamed:
 		if ev.Task != nil && ev.Err == nil {
-			x.set(ev.Path, ev.Task)
+			id := ev.Identity
+			x.set(ev.Path, ev.Task, FileVersion{Inode: id.Inode, Size: id.Size, ModTime: id.ModTime.UnixNano()})
 			return
 		}
 	}
 	x.drop(ev.Path)
 }
 
-// wrote notes that path now holds task's spec (as last read) with status.
+// wrote notes that path now holds task's spec (as last read) with status:
+// the version is the one stat finds right after the write. (A writer that
+// replaced the file in between would have its version listed with this
+// status until the spool's event for it, at most a publish later.)
 func (x *listIndex) wrote(path string, task *v1alpha1.Task, status *v1alpha1.TaskStatus) {
-	if task == nil {
+	v, err := VersionOf(path)
+	if task == nil || err != nil {
+		x.drop(path)
 		return
 	}
 	t := *task
 	t.Status = *status
-	x.set(path, &t)
+	x.set(path, &t, v)
 }
 
-func (x *listIndex) set(path string, t *v1alpha1.Task) {
+func (x *listIndex) set(path string, t *v1alpha1.Task, v FileVersion) {
 	if x.rows == nil {
 		x.rows = make(map[string][]byte)
 	}
 	base := filepath.Base(path)
 	r := rowOf(base, t)
+	r.Version = v
 	x.rows[base] = appendRow(nil, &r)
 	x.changed = true
 }
@@ -397,14 +428,24 @@ func writeIndex(stateDir, spoolDir string, rows map[string][]byte) error {
 // then the only truth).
 func removeIndex(stateDir string) { _ = os.Remove(filepath.Join(stateDir, IndexFile)) }
 
+// IndexedTask is one manifest's row of the list index.
+type IndexedTask struct {
+	// Version is the version of the file the row describes: a reader
+	// takes the row only while VersionOf the file says the same.
+	Version FileVersion
+	// Task is ListView of the task that version holds.
+	Task *v1alpha1.Task
+}
+
 // ReadIndex returns the list index of the controller running on spoolDir
-// with state directory stateDir: for each manifest's base name, ListView
-// of the task its current version holds (as of at most IndexEvery and a
-// pass of the controller ago). A file it leaves out is one the controller
-// has not read yet, or could not take as a valid task: the caller reads
-// it. It fails when no controller runs (the index names a process gone),
+// with state directory stateDir: for each manifest's base name, the
+// version of the file the controller knows last (read or written, as of at
+// most IndexEvery and a pass of the controller ago) and ListView of its
+// task. A row whose version is not the file's any more, and a file it
+// leaves out (one the controller has not read yet, or could not take as a
+// valid task), the caller reads. It fails when no controller runs (the index names a process gone),
 // when the index is another spool's or unreadable.
-func ReadIndex(stateDir, spoolDir string) (map[string]*v1alpha1.Task, error) {
+func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 	data, err := os.ReadFile(filepath.Join(stateDir, IndexFile))
 	if err != nil {
 		return nil, err
@@ -430,7 +471,7 @@ func ReadIndex(stateDir, spoolDir string) (map[string]*v1alpha1.Task, error) {
 	if start, err := procStart(h.PID); err != nil || start != h.Start {
 		return nil, fmt.Errorf("list index: controller %d no longer runs", h.PID)
 	}
-	out := make(map[string]*v1alpha1.Task)
+	out := make(map[string]IndexedTask)
 	sc := bufio.NewScanner(bytes.NewReader(data[nl+1:]))
 	sc.Buffer(nil, len(data))
 	for sc.Scan() {
@@ -438,7 +479,7 @@ func ReadIndex(stateDir, spoolDir string) (map[string]*v1alpha1.Task, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[r.File] = r.task()
+		out[r.File] = IndexedTask{Version: r.Version, Task: r.task()}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

@@ -74,7 +74,7 @@ func indexOf(tb testing.TB, stateDir, spool string, n int) {
 	for i := 0; i < n; i++ {
 		t := *task
 		t.Metadata.Name = fmt.Sprintf("t-%05d", i)
-		x.set(filepath.Join(spool, t.Metadata.Name+".yaml"), &t)
+		x.set(filepath.Join(spool, t.Metadata.Name+".yaml"), &t, FileVersion{Inode: uint64(i + 1), Size: 1000, ModTime: int64(i) * 1e9})
 	}
 	if err := writeIndex(stateDir, spool, x.rows); err != nil {
 		tb.Fatal(err)
@@ -91,7 +91,8 @@ func TestReadIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(idx) != 3 || idx["t-00002.yaml"] == nil || idx["t-00002.yaml"].Metadata.Name != "t-00002" || idx["t-00002.yaml"].Status.Phase != v1alpha1.PhaseDone {
+	row := idx["t-00002.yaml"]
+	if len(idx) != 3 || row.Task == nil || row.Task.Metadata.Name != "t-00002" || row.Task.Status.Phase != v1alpha1.PhaseDone || row.Version != (FileVersion{Inode: 3, Size: 1000, ModTime: 2e9}) {
 		t.Fatalf("index read back: %v", idx)
 	}
 	if _, err := ReadIndex(dir, filepath.Join(dir, "other")); err == nil {
@@ -102,7 +103,7 @@ func TestReadIndex(t *testing.T) {
 	path := filepath.Join(dir, IndexFile)
 	data, _ := os.ReadFile(path)
 	start, _ := procStart(os.Getpid())
-	forged := []byte(fmt.Sprintf(`{"version":2,"pid":1,"start":%d,"spool":%q}`, start, spool))
+	forged := []byte(fmt.Sprintf(`{"version":3,"pid":1,"start":%d,"spool":%q}`, start, spool))
 	for i, c := range data {
 		if c == '\n' {
 			data = append(forged, data[i:]...)
@@ -155,7 +156,7 @@ func TestIndexRowRoundTrip(t *testing.T) {
 			return v
 		}
 		for n := 0; n < 2000; n++ {
-			row := indexRow{File: "f" + str(), Name: str(), Profile: str(), Phase: str(),
+			row := indexRow{File: "f" + str(), Version: FileVersion{Inode: r.Uint64() >> 1, Size: r.Int64(), ModTime: r.Int64() - r.Int64()}, Name: str(), Profile: str(), Phase: str(),
 				Gen: r.Int64(), Seq: -r.Int64N(5), Done: r.Int64N(9), Total: r.Int64N(9),
 				Reservation: ints(), LastBatch: ints()}
 			if r.IntN(2) == 0 {
@@ -181,7 +182,7 @@ func TestIndexRowRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "x", `"f"`, `"f"	"n"	"p"	"ph"	1	2	3	4	9	0	-	0	0`, `"f"	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0	extra`} {
+	for _, bad := range []string{"", "x", `"f"`, `"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	9	0	-	0	0`, `"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0	extra`, `"f"	1	2	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0`} {
 		if _, err := parseRow(bad); err == nil {
 			t.Errorf("parseRow(%q) accepted", bad)
 		}
