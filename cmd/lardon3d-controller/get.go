@@ -61,6 +61,7 @@ func newGetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
+			lessGC()
 			list := func() ([]manifestFile, error) { return listTasks(g.spool, args, sel, o) }
 			files, err := list()
 			if err != nil {
@@ -89,7 +90,11 @@ func newGetCommand(g *globals) *cobra.Command {
 // listTasks lists the spool's tasks (or the one named in args) that o
 // selects, in o's order.
 func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
-	files, err := readSpool(dir)
+	read := readSpool
+	if indexedOutput(o) {
+		read = readSpoolListed
+	}
+	files, err := read(dir)
 	if err != nil {
 		return nil, err
 	}

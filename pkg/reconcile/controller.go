@@ -153,6 +153,8 @@ type Controller struct {
 	// writeErrorsChanged: the set of failing status writes changed since
 	// it was last published for describe.
 	writeErrorsChanged bool
+	// index is what get lists (index.go).
+	index listIndex
 	// closing is set once Run shuts down: no task is cancelled any more.
 	closing bool
 	// phasesAt is when the phase gauge was last recounted.
@@ -335,7 +337,11 @@ loop:
 		case <-ctx.Done():
 			break loop
 		}
-		next := c.flush(time.Now(), false)
+		now := time.Now()
+		next := c.flush(now, false)
+		if wait := c.publishIndex(now); wait > 0 && (next <= 0 || wait < next) {
+			next = wait
+		}
 		if next > 0 {
 			flush.Reset(next)
 		}
@@ -378,6 +384,7 @@ loop:
 	c.flush(time.Now(), true)
 	c.countPhases(time.Now(), true)
 	c.flushHistory()
+	removeIndex(c.cfg.StateDir)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, estimatesFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))
@@ -534,6 +541,7 @@ func (c *Controller) outcome() Outcome {
 
 // handleFile applies one spool event. REQUIRES: owner goroutine.
 func (c *Controller) handleFile(ev spool.Event) {
+	c.index.fileSeen(ev)
 	switch ev.Type {
 	case spool.Renamed:
 		// The task moves with its file (batch, reservation and all); what
@@ -1281,6 +1289,12 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 	if len(due) == 0 {
 		return next
 	}
+	if !all {
+		var left int
+		if due, left = limitDue(due, flushMax); left > 0 {
+			next = time.Millisecond
+		}
+	}
 	wrote := false
 	for i, r := range c.writeAll(due) {
 		e := due[i]
@@ -1390,6 +1404,7 @@ func (c *Controller) wrote(e *entry, now time.Time, err error, took time.Duratio
 	}
 	e.urgentAt, e.commit = time.Time{}, false
 	e.lastWrite = now
+	c.index.wrote(e.path, e.task, &e.status)
 	e.writeErr, e.writeFailures, e.retryAt = nil, 0, time.Time{}
 	return true
 }

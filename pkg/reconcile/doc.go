@@ -31,6 +31,22 @@
 // replaced the whole file) gets the controller's status back, and at
 // shutdown every status is re-applied onto its file's current version.
 //
+// One pass writes at most flushMax (64) statuses, committed progress
+// first, then phase changes, oldest first (flushlimit.go): under a flood
+// of new manifests, whose first writes are the costly ones, Run keeps
+// taking the spool's events between groups.
+//
+// The list index (index.go). For get, the owner keeps one row per
+// manifest whose current version it knows: the version a spool event
+// reported (valid ones only), then each status it wrote into it. The row
+// is ListView of the task, what get's table reads, and the version of the
+// file it describes (inode, size, modification time); get takes a row
+// only while the file is still that version. It publishes them in
+// STATE/index.jsonl, by a rename, at most every IndexEvery (250 ms) when
+// a row changed, under a header naming the process (pid and start time)
+// and the spool; it removes the file at shutdown. get (ReadIndex) takes a
+// row only while that process runs, and reads every other manifest.
+//
 // Phases. setPhase is the only place a status phase changes; it refuses,
 // logs as a bug and counts (lardon3d_phase_transitions_refused_total) any
 // transition v1alpha1.AllowedTransition forbids.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// indexedOutput reports whether get's output o renders from a task's
+// reconcile.ListView alone (the table, wide or not, and names), so that a
+// running controller's list index can stand for the manifests.
+func indexedOutput(o *getOptions) bool {
+	return !o.watch && (o.output == "" || o.output == "wide" || o.output == "name")
+}
+
+// lessGC makes the collector run less often (GOGC=400) unless GOGC says
+// otherwise: a listing is one short burst of allocation that the process
+// ends, and with ten thousand tasks the default collector takes a sixth
+// of get's time.
+func lessGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
+
+// readSpoolListed is readSpool for a listing: a manifest the running
+// controller's list index (STATE/index.jsonl, reconcile.ReadIndex)
+// describes, in the version the file still is (reconcile.VersionOf), is
+// taken from it; every other one (new, edited or written since, invalid,
+// not yet read by the controller) is read and parsed as readSpool would. With no
+// controller running, or no usable index, it is readSpool. The rows
+// render as those of the files do (getindex_test.go holds it to that).
+func readSpoolListed(dir string) ([]manifestFile, error) {
+	idx, err := reconcile.ReadIndex(filepath.Join(dir, ".lardon3d"), dir)
+	if err != nil {
+		return readSpool(dir)
+	}
+	if err := checkSpoolDir(dir); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return readSpool(dir)
+	}
+	out := make([]manifestFile, 0, len(ents))
+	for _, de := range ents {
+		if !spool.IsManifestName(de.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, de.Name())
+		if row, ok := idx[de.Name()]; ok {
+			if v, err := reconcile.VersionOf(path); err == nil && v == row.Version {
+				out = append(out, manifestFile{path: path, task: row.Task})
+				continue
+			}
+		}
+		out = append(out, readManifest(path))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
+	return out, nil
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/lardon3d/lardon3d-controller/internal/testseed"
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+)
+
+// randomTask is a task with every field get could read set at random
+// (pointers sometimes nil, conditions of every type in random order and
+// states, repeated types included).
+func randomTask(r *rand.Rand, i int) *v1alpha1.Task {
+	ts := func() *metav1.Time {
+		if r.IntN(4) == 0 {
+			return nil
+		}
+		t := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).Add(time.Duration(r.IntN(7200)) * time.Second))
+		return &t
+	}
+	q := func() resource.Quantity { return *resource.NewQuantity(r.Int64N(1<<34), resource.BinarySI) }
+	phases := []v1alpha1.Phase{"", v1alpha1.PhasePending, v1alpha1.PhaseReserved, v1alpha1.PhaseRunning, v1alpha1.PhasePaused, v1alpha1.PhaseDone, v1alpha1.PhaseFailed, v1alpha1.PhaseRejected}
+	t := &v1alpha1.Task{}
+	// Every field set first: a field get comes to read and ListView
+	// drops then shows here.
+	fillAll(reflect.ValueOf(t).Elem(), 0)
+	t.APIVersion, t.Kind = "lardon3d.io/v1alpha1", "Task"
+	t.Metadata.Name = fmt.Sprintf("task-%03d", i)
+	t.Metadata.Labels = nil
+	if r.IntN(2) == 0 {
+		t.Metadata.Labels = map[string]string{"app": []string{"colmap", "meshroom"}[r.IntN(2)], "stage": fmt.Sprint(r.IntN(3))}
+	}
+	t.Metadata.Annotations = map[string]string{"note": "not listed"}
+	t.Spec.Class = []v1alpha1.TaskClass{"", v1alpha1.ClassThumbnails, v1alpha1.ClassExif}[r.IntN(3)]
+	t.Spec.Command = [][]string{{"/bin/true"}, {"sh", "-c", fmt.Sprintf("echo %d", r.IntN(3))}, {"python3", "x.py"}}[r.IntN(3)]
+	t.Spec.Resources.Profile = ""
+	if r.IntN(3) == 0 {
+		t.Spec.Resources.Profile = "p" + fmt.Sprint(r.IntN(2))
+	}
+	t.Spec.Env = []v1alpha1.EnvVar{{Name: "A", Value: "b"}}
+	t.Spec.Items.Files = []string{"a.jpg", "b.jpg"}
+	t.Spec.DependsOn = []string{"other"}
+	st := &t.Status
+	st.Phase = phases[r.IntN(len(phases))]
+	st.ObservedGeneration = r.Int64N(3)
+	st.SpecHash = "abcdef0123456789"
+	st.QueueSeq = r.Int64N(5) // ties and 0 (never queued)
+	st.Progress = v1alpha1.Progress{ItemsDone: r.Int64N(10), ItemsTotal: r.Int64N(12), BatchesDone: r.Int64N(3), InputsHash: "0011"}
+	st.Reservation, st.LastBatch = nil, nil
+	if r.IntN(2) == 0 {
+		gpu := q()
+		st.Reservation = &v1alpha1.Contract{Batch: r.Int64N(9), BatchRequested: r.Int64N(9), Threads: int32(r.IntN(8)), Memory: q(), GPUMemory: &gpu, GrantedAt: metav1.NewTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
+	}
+	if r.IntN(2) == 0 {
+		st.LastBatch = &v1alpha1.BatchRecord{Index: r.Int64N(9), Start: r.Int64N(9), Size: r.Int64N(9), Threads: 2, StartTime: ts()}
+		if r.IntN(2) == 0 {
+			p := q()
+			st.LastBatch.PeakMemory = &p
+		}
+	}
+	st.StartTime, st.CompletionTime = ts(), ts()
+	st.LogFile = "/x/" + t.Metadata.Name + ".log"
+	st.Conditions = nil
+	types := reconcile.ListedConditions()
+	types = append(types, "Rerun", "Other")
+	for n := r.IntN(8); n > 0; n-- {
+		status := []metav1.ConditionStatus{"True", "False", "Unknown"}[r.IntN(3)]
+		st.Conditions = append(st.Conditions, metav1.Condition{
+			Type: types[r.IntN(len(types))], Status: status, Reason: fmt.Sprintf("R%d", r.IntN(5)),
+			Message: "a message get's table never shows", LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)),
+		})
+	}
+	return t
+}
+
+// fillAll sets every field reachable from v to a value that is not its
+// zero value (as pkg/spool's emitter test does).
+func fillAll(v reflect.Value, depth int) {
+	switch v.Interface().(type) {
+	case resource.Quantity:
+		v.Set(reflect.ValueOf(resource.MustParse("3Mi")))
+		return
+	case metav1.Time:
+		v.Set(reflect.ValueOf(metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if depth > 6 {
+			return
+		}
+		p := reflect.New(v.Type().Elem())
+		fillAll(p.Elem(), depth+1)
+		v.Set(p)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fillAll(v.Field(i), depth+1)
+			}
+		}
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fillAll(s.Index(0), depth+1)
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillAll(k, depth+1)
+		fillAll(e, depth+1)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(7)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(0.5)
+	}
+}
+
+// roundTrip is t as a reader of its JSON form gets it (times to the
+// second, as in a manifest, quantities canonical).
+func roundTrip(t *testing.T, task *v1alpha1.Task) *v1alpha1.Task {
+	t.Helper()
+	data, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out v1alpha1.Task
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// listing is what get prints for files with options o (listTasks' steps
+// after the read).
+func listing(t *testing.T, files []manifestFile, o *getOptions, sel string, now time.Time) string {
+	t.Helper()
+	s, err := labels.Parse(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = selectLabels(append([]manifestFile(nil), files...), s)
+	sortFiles(files, o.sortBy)
+	out, err := showFiles(files, o, false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// listOptions are every output get may take from the index, in every
+// order, with and without headers.
+func listOptions() []getOptions {
+	var out []getOptions
+	for _, output := range []string{"", "wide", "name"} {
+		for _, sortBy := range []string{"queue", "name", "age", "phase"} {
+			for _, noHeaders := range []bool{false, true} {
+				out = append(out, getOptions{output: output, sortBy: sortBy, noHeaders: noHeaders})
+			}
+		}
+	}
+	return out
+}
+
+// TestListViewRendersAsTheTask: get's table, wide table, names, sort
+// orders and label selection read nothing of a task that ListView drops,
+// so a listing from the index prints what one from the files prints.
+func TestListViewRendersAsTheTask(t *testing.T) {
+	for _, seed := range testseed.Seeds(t, 1, 2, 3) {
+		r := rand.New(rand.NewPCG(seed, 15))
+		now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+		var full, view []manifestFile
+		learned := map[string]*reconcile.ProfileEstimate{}
+		for i := 0; i < 60; i++ {
+			task := randomTask(r, i)
+			file := roundTrip(t, task)
+			listed := roundTrip(t, reconcile.ListView(task))
+			if a, b := reconcile.ProfileOf(&file.Spec), reconcile.ProfileOf(&listed.Spec); a != b {
+				t.Fatalf("seed %d: profile %q from the file, %q from the view", seed, a, b)
+			}
+			p := reconcile.ProfileOf(&file.Spec)
+			if learned[p] == nil {
+				learned[p] = &reconcile.ProfileEstimate{Profile: p, DurationPerItem: time.Duration(1+r.IntN(90)) * time.Second}
+			}
+			path := filepath.Join("/spool", file.Metadata.Name+".yaml")
+			full = append(full, manifestFile{path: path, task: file, learned: learned[p]})
+			view = append(view, manifestFile{path: path, task: listed, learned: learned[p]})
+		}
+		for _, o := range listOptions() {
+			for _, sel := range []string{"", "app=colmap", "stage!=1,app"} {
+				want := listing(t, full, &o, sel, now)
+				got := listing(t, view, &o, sel, now)
+				if got != want {
+					t.Fatalf("seed %d, -o %q --sort-by %s --no-headers=%v -l %q:\nfrom the files:\n%s\nfrom the index:\n%s", seed, o.output, o.sortBy, o.noHeaders, sel, want, got)
+				}
+			}
+		}
+	}
+}
+
+// TestGetFromTheIndexPrintsWhatTheFilesSay: with a controller running, get
+// lists from its index (every valid manifest's row comes from it) and
+// prints what reading every manifest prints, invalid, unparseable and
+// waiting tasks included; once the controller is gone the index is not
+// used.
+func TestGetFromTheIndexPrintsWhatTheFilesSay(t *testing.T) {
+	spool := newSpool(t)
+	for i := 0; i < 12; i++ {
+		writeManifest(t, spool, fmt.Sprintf("t%02d.yaml", i), fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
+kind: Task
+metadata:
+  name: t%02d
+  labels: {n: "%d"}
+spec:
+  command: ["true"]
+  items: {count: %d}
+`, i, i%3, 1+i%4))
+	}
+	writeManifest(t, spool, "waits.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec:\n  command: [\"true\"]\n  items: {count: 1}\n  dependsOn: [nobody]\n")
+	writeManifest(t, spool, "paused.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec:\n  command: [\"true\"]\n  items: {count: 1}\n  paused: true\n")
+	writeManifest(t, spool, "invalid.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec:\n  command: [true]\n  items: {count: 2}\n  resources:\n    batch: {min: 1, max: 0}\n")
+	writeManifest(t, spool, "broken.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec: [unclosed\n")
+	c := startController(t, spool)
+	stateDir := filepath.Join(spool, ".lardon3d")
+	var idx map[string]reconcile.IndexedTask
+	eventually(t, time.Minute, "every valid task Done and in the index", func() bool {
+		var err error
+		idx, err = reconcile.ReadIndex(stateDir, spool)
+		if err != nil {
+			return false
+		}
+		for i := 0; i < 12; i++ {
+			if row := idx[fmt.Sprintf("t%02d.yaml", i)]; row.Task == nil || row.Task.Status.Phase != v1alpha1.PhaseDone {
+				return false
+			}
+		}
+		return idx["waits.yaml"].Task != nil && idx["paused.yaml"].Task != nil
+	})
+	if idx["broken.yaml"].Task != nil {
+		t.Errorf("the unparseable manifest has a row in the index")
+	}
+	now := time.Now()
+	// The files settle (the waiting task's status is written at most
+	// every ProgressInterval; the index follows within IndexEvery).
+	eventually(t, 20*time.Second, "the listing from the index equal to the files'", func() bool {
+		fromIndex, err := readSpoolListed(spool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromFiles, err := readSpool(spool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fromIndex) != len(fromFiles) {
+			t.Fatalf("%d files listed from the index, %d read", len(fromIndex), len(fromFiles))
+		}
+		for _, o := range listOptions() {
+			for _, sel := range []string{"", "n=1"} {
+				if o.output == "wide" {
+					continue // ETA: the same learned map for both, tested above
+				}
+				a, b := listing(t, fromIndex, &o, sel, now), listing(t, fromFiles, &o, sel, now)
+				if a != b {
+					t.Logf("-o %q --sort-by %s -l %q:\nfrom the files:\n%s\nfrom the index:\n%s", o.output, o.sortBy, sel, b, a)
+					return false
+				}
+			}
+		}
+		return true
+	})
+	// The rows stand for the files as they are now.
+	if idx, err := reconcile.ReadIndex(stateDir, spool); err != nil {
+		t.Fatal(err)
+	} else if hits := indexHits(t, spool, idx); hits < 14 {
+		t.Errorf("%d of the 14 valid manifests listed from the index", hits)
+	}
+	// A file changed since its row (the controller stopped, so that it
+	// cannot catch up) is read, not taken from the index.
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	writeManifest(t, spool, "t03.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: t03\n  labels: {n: edited}\nspec:\n  command: [\"true\"]\n  items: {count: 2}\n")
+	fromIndex, err := readSpoolListed(spool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFiles, err := readSpool(spool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := getOptions{output: "wide", sortBy: "name"}
+	if a, b := listing(t, fromIndex, &o, "n=edited", now), listing(t, fromFiles, &o, "n=edited", now); a != b || !strings.Contains(a, "t03") {
+		t.Errorf("an edited manifest listed from a stale row:\nfrom the files:\n%s\nfrom the index:\n%s", b, a)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, "get", "--spool", spool)
+	if code != 0 || !strings.Contains(out, "broken") || !strings.Contains(out, "Invalid") || !strings.Contains(out, "Rejected") || !strings.Contains(out, "t11") {
+		t.Errorf("get (exit %d):\n%s", code, out)
+	}
+	// The controller gone (killed: no clean-up), its index is refused.
+	_ = c.cmd.Process.Kill()
+	<-c.done
+	if _, err := os.Stat(filepath.Join(stateDir, reconcile.IndexFile)); err != nil {
+		t.Fatalf("the killed controller's index: %v", err)
+	}
+	if _, err := reconcile.ReadIndex(stateDir, spool); err == nil {
+		t.Fatalf("the index of a dead controller is taken")
+	}
+}
+
+// indexHits counts the manifests of spool whose row in idx is of the
+// version the file is now.
+func indexHits(t *testing.T, spool string, idx map[string]reconcile.IndexedTask) int {
+	t.Helper()
+	n := 0
+	for name, row := range idx {
+		if v, err := reconcile.VersionOf(filepath.Join(spool, name)); err == nil && v == row.Version {
+			n++
+		}
+	}
+	return n
+}

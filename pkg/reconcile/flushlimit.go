@@ -1,0 +1,46 @@
+package reconcile
+
+import (
+	"slices"
+	"time"
+)
+
+// flushMax bounds how many statuses one pass of Run writes (one group
+// commit). A flood of new manifests makes each of them due at once, and
+// each first write of a file is its costly one (the whole-file
+// self-check): bounded, the pass goes back to the spool's events between
+// groups, so that every manifest is taken (queued, listed in the index)
+// soon, instead of after thousands of writes. What is left is written by
+// the next pass, within a millisecond when no event comes first.
+const flushMax = 64
+
+// limitDue keeps at most max of due, most pressing first: committed
+// progress, then phase changes (oldest first), then the rest (least
+// recently written first). It returns the kept ones and how many wait.
+func limitDue(due []*entry, max int) ([]*entry, int) {
+	if len(due) <= max {
+		return due, 0
+	}
+	rank := func(e *entry) int {
+		switch {
+		case e.commit:
+			return 0
+		case !e.urgentAt.IsZero():
+			return 1
+		}
+		return 2
+	}
+	since := func(e *entry) time.Time {
+		if !e.urgentAt.IsZero() {
+			return e.urgentAt
+		}
+		return e.lastWrite
+	}
+	slices.SortFunc(due, func(a, b *entry) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return since(a).Compare(since(b))
+	})
+	return due[:max], len(due) - max
+}

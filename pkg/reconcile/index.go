@@ -1,0 +1,510 @@
+package reconcile
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// IndexFile is where a running controller publishes the list index: for
+// every manifest whose current version it knows, the part of the task that
+// get's table reads (ListView). get then lists ten thousand tasks without
+// parsing ten thousand YAML files.
+const IndexFile = "index.jsonl"
+
+// IndexEvery bounds how often the list index is rewritten while tasks
+// change. A manifest read or written since the last rewrite is one get
+// reads itself (its row names an older version). During a flood that is
+// about one group of writes (flushMax) whatever the period, since the
+// index is published between groups; 10,000 rows are about 1.2 MB.
+const IndexEvery = 250 * time.Millisecond
+
+// indexVersion is the format of IndexFile's header.
+const indexVersion = 3
+
+// indexHeader is IndexFile's first line.
+type indexHeader struct {
+	Version int `json:"version"`
+	// PID and Start (the process's start time in clock ticks since boot,
+	// /proc/PID/stat field 22) name the controller that wrote it.
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+	// Spool is the spool directory the index describes.
+	Spool string `json:"spool"`
+}
+
+// indexRow is one line of IndexFile after the header: what ListView keeps
+// of one manifest's task, flat. A line is its fields separated by tabs,
+// in the order below: strings quoted as Go literals (strconv.Quote: no
+// raw tab or newline), numbers in decimal, "-" for an absent part, lists
+// as their length then their elements. A reader splits ten thousand of
+// them in a few milliseconds.
+type indexRow struct {
+	File string // the manifest's base name
+	// Version is the file's version the row describes.
+	Version FileVersion
+	Name    string            // metadata.name
+	Labels  map[string]string // metadata.labels
+	// Profile is ProfileOf the spec: ListView sets it as
+	// spec.resources.profile, which ProfileOf then returns as it is.
+	Profile string
+	Phase   string
+	Gen     int64 // status.observedGeneration
+	Seq     int64 // status.queueSeq
+	Done    int64 // status.progress.itemsDone
+	Total   int64 // status.progress.itemsTotal
+	// Reservation is batch, batchRequested, threads and memory (bytes).
+	Reservation []int64
+	// LastBatch is index, then the peak memory (bytes) when known.
+	LastBatch []int64
+	// Start is status.startTime in Unix seconds (a manifest keeps
+	// seconds), nil when unset.
+	Start *int64
+	// Conditions are type, reason pairs of the conditions ListView keeps.
+	Conditions []string
+}
+
+// appendRow appends r's line (with its newline) to b.
+func appendRow(b []byte, r *indexRow) []byte {
+	ints := func(b []byte, v []int64) []byte {
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		for _, x := range v {
+			b = append(b, '\t')
+			b = strconv.AppendInt(b, x, 10)
+		}
+		return b
+	}
+	b = strconv.AppendQuote(b, r.File)
+	for _, v := range []int64{int64(r.Version.Inode), r.Version.Size, r.Version.ModTime} {
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	b = append(b, '\t')
+	b = strconv.AppendQuote(b, r.Name)
+	b = append(b, '\t')
+	b = strconv.AppendQuote(b, r.Profile)
+	b = append(b, '\t')
+	b = strconv.AppendQuote(b, r.Phase)
+	for _, v := range []int64{r.Gen, r.Seq, r.Done, r.Total} {
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	b = append(b, '\t')
+	b = ints(b, r.Reservation)
+	b = append(b, '\t')
+	b = ints(b, r.LastBatch)
+	b = append(b, '\t')
+	if r.Start == nil {
+		b = append(b, '-')
+	} else {
+		b = strconv.AppendInt(b, *r.Start, 10)
+	}
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, int64(len(r.Conditions)), 10)
+	for _, c := range r.Conditions {
+		b = append(b, '\t')
+		b = strconv.AppendQuote(b, c)
+	}
+	keys := make([]string, 0, len(r.Labels))
+	for k := range r.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, int64(len(keys)), 10)
+	for _, k := range keys {
+		b = append(b, '\t')
+		b = strconv.AppendQuote(b, k)
+		b = append(b, '\t')
+		b = strconv.AppendQuote(b, r.Labels[k])
+	}
+	return append(b, '\n')
+}
+
+// errBadRow is parseRow's error.
+var errBadRow = errors.New("list index: bad row")
+
+// parseRow parses one line of appendRow (without its newline).
+func parseRow(line string) (indexRow, error) {
+	var r indexRow
+	f := strings.Split(line, "\t")
+	i, bad := 0, false
+	next := func() string {
+		if i >= len(f) {
+			bad = true
+			return ""
+		}
+		i++
+		return f[i-1]
+	}
+	str := func() string {
+		s, err := strconv.Unquote(next())
+		bad = bad || err != nil
+		return s
+	}
+	num := func() int64 {
+		n, err := strconv.ParseInt(next(), 10, 64)
+		bad = bad || err != nil
+		return n
+	}
+	count := func() int {
+		n := num()
+		if n < 0 || n > int64(len(f)) {
+			bad = true
+			return 0
+		}
+		return int(n)
+	}
+	ints := func() []int64 {
+		n := count()
+		if n == 0 {
+			return nil
+		}
+		v := make([]int64, n)
+		for k := range v {
+			v[k] = num()
+		}
+		return v
+	}
+	r.File = str()
+	r.Version = FileVersion{Inode: uint64(num()), Size: num(), ModTime: num()}
+	r.Name, r.Profile, r.Phase = str(), str(), str()
+	r.Gen, r.Seq, r.Done, r.Total = num(), num(), num(), num()
+	r.Reservation, r.LastBatch = ints(), ints()
+	if s := next(); s != "-" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		bad = bad || err != nil
+		r.Start = &n
+	}
+	if n := count(); n > 0 {
+		r.Conditions = make([]string, n)
+		for k := range r.Conditions {
+			r.Conditions[k] = str()
+		}
+	}
+	if n := count(); n > 0 {
+		r.Labels = make(map[string]string, n)
+		for ; n > 0; n-- {
+			k := str()
+			r.Labels[k] = str()
+		}
+	}
+	if bad || i != len(f) || r.File == "" {
+		return indexRow{}, errBadRow
+	}
+	return r, nil
+}
+
+// FileVersion names a version of a manifest as stat(2) (following
+// symlinks) sees it: a status write-back makes a new inode, an edit in
+// place changes the size or the modification time.
+type FileVersion struct {
+	Inode   uint64
+	Size    int64
+	ModTime int64 // Unix nanoseconds
+}
+
+// VersionOf is the version of the file at path (through symlinks).
+func VersionOf(path string) (FileVersion, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return FileVersion{}, err
+	}
+	return FileVersion{Inode: st.Ino, Size: st.Size, ModTime: st.Mtim.Nano()}, nil
+}
+
+// listedConditions are the condition types get's REASON column reads, in
+// the order it reads them.
+var listedConditions = []string{v1alpha1.ConditionValid, v1alpha1.ConditionDependenciesReady, v1alpha1.ConditionAdmitted, v1alpha1.ConditionComplete, v1alpha1.ConditionSpecApplied}
+
+// ListedConditions are the condition types whose first False one gives
+// get's REASON column, in the order get looks for them.
+func ListedConditions() []string { return append([]string(nil), listedConditions...) }
+
+// rowOf is the index row of the manifest file holding t.
+func rowOf(file string, t *v1alpha1.Task) indexRow {
+	st := &t.Status
+	r := indexRow{File: file, Name: t.Metadata.Name, Labels: t.Metadata.Labels, Profile: ProfileOf(&t.Spec),
+		Phase: string(st.Phase), Gen: st.ObservedGeneration, Seq: st.QueueSeq, Done: st.Progress.ItemsDone, Total: st.Progress.ItemsTotal}
+	if c := st.Reservation; c != nil {
+		r.Reservation = []int64{c.Batch, c.BatchRequested, int64(c.Threads), c.Memory.Value()}
+	}
+	if b := st.LastBatch; b != nil {
+		r.LastBatch = []int64{b.Index}
+		if b.PeakMemory != nil {
+			r.LastBatch = append(r.LastBatch, b.PeakMemory.Value())
+		}
+	}
+	if st.StartTime != nil {
+		s := st.StartTime.Unix()
+		r.Start = &s
+	}
+	for _, typ := range listedConditions {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c != nil && c.Status == metav1.ConditionFalse {
+			r.Conditions = append(r.Conditions, c.Type, c.Reason)
+		}
+	}
+	return r
+}
+
+// task is the ListView the row stands for.
+func (r *indexRow) task() *v1alpha1.Task {
+	t := &v1alpha1.Task{APIVersion: "lardon3d.io/v1alpha1", Kind: "Task"}
+	t.Metadata.Name, t.Metadata.Labels = r.Name, r.Labels
+	t.Spec.Resources.Profile = r.Profile
+	st := &t.Status
+	st.Phase, st.ObservedGeneration, st.QueueSeq = v1alpha1.Phase(r.Phase), r.Gen, r.Seq
+	st.Progress.ItemsDone, st.Progress.ItemsTotal = r.Done, r.Total
+	if v := r.Reservation; len(v) == 4 {
+		st.Reservation = &v1alpha1.Contract{Batch: v[0], BatchRequested: v[1], Threads: int32(v[2]), Memory: *resource.NewQuantity(v[3], resource.BinarySI)}
+	}
+	if v := r.LastBatch; len(v) > 0 {
+		st.LastBatch = &v1alpha1.BatchRecord{Index: v[0]}
+		if len(v) > 1 {
+			st.LastBatch.PeakMemory = resource.NewQuantity(v[1], resource.BinarySI)
+		}
+	}
+	if r.Start != nil {
+		s := metav1.Unix(*r.Start, 0)
+		st.StartTime = &s
+	}
+	for i := 0; i+1 < len(r.Conditions); i += 2 {
+		st.Conditions = append(st.Conditions, metav1.Condition{Type: r.Conditions[i], Status: metav1.ConditionFalse, Reason: r.Conditions[i+1]})
+	}
+	return t
+}
+
+// ListView is what get keeps of t when it lists from the index: the part
+// its table (plain and wide), its sort orders, its label selector and -o
+// name read: the name and labels, the profile (ProfileOf), the phase,
+// generation, queue position, progress, reservation, last batch and start
+// time, and the first condition of each type the REASON column looks at,
+// when False, with its reason. get renders a ListView exactly as it
+// renders t (TestListViewRendersAsTheTask holds it to that).
+func ListView(t *v1alpha1.Task) *v1alpha1.Task {
+	r := rowOf("", t)
+	return r.task()
+}
+
+// listIndex is the list index as the owner goroutine keeps it: one encoded
+// row per manifest whose current version is known (what spool events
+// reported, then what status writes left). Only the owner goroutine
+// touches it.
+type listIndex struct {
+	rows      map[string][]byte // base name → encoded row line
+	changed   bool
+	published time.Time
+	failed    bool // the last publish failed (logged once)
+}
+
+// fileSeen notes the version a spool event reports: its task (valid) or
+// nothing (anything else get must read for itself).
+func (x *listIndex) fileSeen(ev spool.Event) {
+	if ev.OldPath != "" {
+		x.drop(ev.OldPath)
+	}
+	switch ev.Type {
+	case spool.Added, spool.Modified, spool.Renamed:
+		if ev.Task != nil && ev.Err == nil {
+			id := ev.Identity
+			x.set(ev.Path, ev.Task, FileVersion{Inode: id.Inode, Size: id.Size, ModTime: id.ModTime.UnixNano()})
+			return
+		}
+	}
+	x.drop(ev.Path)
+}
+
+// wrote notes that path now holds task's spec (as last read) with status:
+// the version is the one stat finds right after the write. (A writer that
+// replaced the file in between would have its version listed with this
+// status until the spool's event for it, at most a publish later.)
+func (x *listIndex) wrote(path string, task *v1alpha1.Task, status *v1alpha1.TaskStatus) {
+	v, err := VersionOf(path)
+	if task == nil || err != nil {
+		x.drop(path)
+		return
+	}
+	t := *task
+	t.Status = *status
+	x.set(path, &t, v)
+}
+
+func (x *listIndex) set(path string, t *v1alpha1.Task, v FileVersion) {
+	if x.rows == nil {
+		x.rows = make(map[string][]byte)
+	}
+	base := filepath.Base(path)
+	r := rowOf(base, t)
+	r.Version = v
+	x.rows[base] = appendRow(nil, &r)
+	x.changed = true
+}
+
+func (x *listIndex) drop(path string) {
+	if _, ok := x.rows[filepath.Base(path)]; ok {
+		delete(x.rows, filepath.Base(path))
+		x.changed = true
+	}
+}
+
+// publishIndex rewrites STATE/IndexFile when the index changed and
+// IndexEvery has passed since the last time; it returns how long until it
+// is due again (0: nothing waits). REQUIRES: owner goroutine.
+func (c *Controller) publishIndex(now time.Time) time.Duration {
+	x := &c.index
+	if !x.changed {
+		return 0
+	}
+	if wait := x.published.Add(IndexEvery).Sub(now); wait > 0 {
+		return wait
+	}
+	x.changed, x.published = false, now
+	if err := writeIndex(c.cfg.StateDir, c.cfg.SpoolDir, x.rows); err != nil {
+		if !x.failed {
+			c.log.Warn().Err(err).Msg("list index not published; get reads the manifests")
+		}
+		x.failed = true
+		return 0
+	}
+	x.failed = false
+	return 0
+}
+
+// writeIndex writes the rows under a header naming this process, by a
+// rename (a reader sees the old index or the new one, never a mix). It is
+// a cache: no fsync; a crash leaves an index naming a dead process, which
+// readers ignore.
+func writeIndex(stateDir, spoolDir string, rows map[string][]byte) error {
+	start, err := procStart(os.Getpid())
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(spoolDir)
+	if err != nil {
+		return err
+	}
+	head, err := json.Marshal(indexHeader{Version: indexVersion, PID: os.Getpid(), Start: start, Spool: abs})
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(stateDir, IndexFile)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 64<<10)
+	_, _ = w.Write(head)
+	_ = w.WriteByte('\n')
+	for _, r := range rows {
+		_, _ = w.Write(r)
+	}
+	err = w.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// removeIndex removes the published index (at shutdown: the files are
+// then the only truth).
+func removeIndex(stateDir string) { _ = os.Remove(filepath.Join(stateDir, IndexFile)) }
+
+// IndexedTask is one manifest's row of the list index.
+type IndexedTask struct {
+	// Version is the version of the file the row describes: a reader
+	// takes the row only while VersionOf the file says the same.
+	Version FileVersion
+	// Task is ListView of the task that version holds.
+	Task *v1alpha1.Task
+}
+
+// ReadIndex returns the list index of the controller running on spoolDir
+// with state directory stateDir: for each manifest's base name, the
+// version of the file the controller knows last (read or written, as of at
+// most IndexEvery and a pass of the controller ago) and ListView of its
+// task. A row whose version is not the file's any more, and a file it
+// leaves out (one the controller has not read yet, or could not take as a
+// valid task), the caller reads. It fails when no controller runs (the index names a process gone),
+// when the index is another spool's or unreadable.
+func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, IndexFile))
+	if err != nil {
+		return nil, err
+	}
+	nl := bytes.IndexByte(data, '\n')
+	if nl < 0 {
+		return nil, errors.New("list index: no header")
+	}
+	var h indexHeader
+	if err := json.Unmarshal(data[:nl], &h); err != nil {
+		return nil, fmt.Errorf("list index header: %w", err)
+	}
+	if h.Version != indexVersion {
+		return nil, fmt.Errorf("list index: version %d", h.Version)
+	}
+	abs, err := filepath.Abs(spoolDir)
+	if err != nil {
+		return nil, err
+	}
+	if h.Spool != abs {
+		return nil, fmt.Errorf("list index of spool %s, not %s", h.Spool, abs)
+	}
+	if start, err := procStart(h.PID); err != nil || start != h.Start {
+		return nil, fmt.Errorf("list index: controller %d no longer runs", h.PID)
+	}
+	out := make(map[string]IndexedTask)
+	sc := bufio.NewScanner(bytes.NewReader(data[nl+1:]))
+	sc.Buffer(nil, len(data))
+	for sc.Scan() {
+		r, err := parseRow(sc.Text())
+		if err != nil {
+			return nil, err
+		}
+		out[r.File] = IndexedTask{Version: r.Version, Task: r.task()}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// procStart is process pid's start time in clock ticks since boot.
+func procStart(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces and parentheses: the
+	// fields counted are those after its last ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	return strconv.ParseUint(f[19], 10, 64) // field 22
+}
