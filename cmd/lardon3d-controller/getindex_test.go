@@ -71,6 +71,16 @@ func randomTask(r *rand.Rand, i int) *v1alpha1.Task {
 			p := q()
 			st.LastBatch.PeakMemory = &p
 		}
+		if r.IntN(2) == 0 {
+			st.LastBatch.EndTime = ts()
+		}
+		if r.IntN(2) == 0 {
+			n := r.Int64N(10)
+			st.LastBatch.ItemsReported = &n
+		}
+		if r.IntN(4) == 0 {
+			st.LastBatch.StartTime = nil
+		}
 	}
 	st.StartTime, st.CompletionTime = ts(), ts()
 	st.LogFile = "/x/" + t.Metadata.Name + ".log"

@@ -36,7 +36,7 @@ const IndexFile = "index.jsonl"
 const IndexEvery = 250 * time.Millisecond
 
 // indexVersion is the format of IndexFile's header.
-const indexVersion = 3
+const indexVersion = 4
 
 // indexHeader is IndexFile's first line.
 type indexHeader struct {
@@ -71,7 +71,9 @@ type indexRow struct {
 	Total   int64 // status.progress.itemsTotal
 	// Reservation is batch, batchRequested, threads and memory (bytes).
 	Reservation []int64
-	// LastBatch is index, then the peak memory (bytes) when known.
+	// LastBatch is index, peak memory (bytes), size, start (Unix
+	// seconds), end (Unix seconds) and the items its command reported
+	// done (LARDON3D_PROGRESS), -1 for each part unknown.
 	LastBatch []int64
 	// Start is status.startTime in Unix seconds (a manifest keeps
 	// seconds), nil when unset.
@@ -246,9 +248,18 @@ func rowOf(file string, t *v1alpha1.Task) indexRow {
 		r.Reservation = []int64{c.Batch, c.BatchRequested, int64(c.Threads), c.Memory.Value()}
 	}
 	if b := st.LastBatch; b != nil {
-		r.LastBatch = []int64{b.Index}
+		r.LastBatch = []int64{b.Index, -1, b.Size, -1, -1, -1}
 		if b.PeakMemory != nil {
-			r.LastBatch = append(r.LastBatch, b.PeakMemory.Value())
+			r.LastBatch[1] = b.PeakMemory.Value()
+		}
+		if b.StartTime != nil {
+			r.LastBatch[3] = b.StartTime.Unix()
+		}
+		if b.EndTime != nil {
+			r.LastBatch[4] = b.EndTime.Unix()
+		}
+		if b.ItemsReported != nil {
+			r.LastBatch[5] = *b.ItemsReported
 		}
 	}
 	if st.StartTime != nil {
@@ -274,11 +285,24 @@ func (r *indexRow) task() *v1alpha1.Task {
 	if v := r.Reservation; len(v) == 4 {
 		st.Reservation = &v1alpha1.Contract{Batch: v[0], BatchRequested: v[1], Threads: int32(v[2]), Memory: *resource.NewQuantity(v[3], resource.BinarySI)}
 	}
-	if v := r.LastBatch; len(v) > 0 {
-		st.LastBatch = &v1alpha1.BatchRecord{Index: v[0]}
-		if len(v) > 1 {
-			st.LastBatch.PeakMemory = resource.NewQuantity(v[1], resource.BinarySI)
+	if v := r.LastBatch; len(v) == 6 {
+		b := &v1alpha1.BatchRecord{Index: v[0], Size: v[2]}
+		if v[1] >= 0 {
+			b.PeakMemory = resource.NewQuantity(v[1], resource.BinarySI)
 		}
+		if v[3] >= 0 {
+			s := metav1.Unix(v[3], 0)
+			b.StartTime = &s
+		}
+		if v[4] >= 0 {
+			e := metav1.Unix(v[4], 0)
+			b.EndTime = &e
+		}
+		if v[5] >= 0 {
+			n := v[5]
+			b.ItemsReported = &n
+		}
+		st.LastBatch = b
 	}
 	if r.Start != nil {
 		s := metav1.Unix(*r.Start, 0)
