@@ -88,6 +88,10 @@ type Metrics interface {
 	SetReady(ready bool)
 }
 
+// waitNumbersInterval bounds how often a waiting task's status is written
+// when only the numbers of its reason's message changed.
+const waitNumbersInterval = 10 * time.Second
+
 // Spool is what the controller needs of the spool directory; *spool.Spool
 // is one.
 type Spool interface {
@@ -177,6 +181,9 @@ type entry struct {
 	// none); lastWrite when the status was last written.
 	urgentAt  time.Time
 	lastWrite time.Time
+	// waitNumbersAt is when a wait whose reason stayed, with new numbers
+	// in its message, was last scheduled for a write.
+	waitNumbersAt time.Time
 	// commit is set when committed progress awaits its write: no grace.
 	commit bool
 	// parseErr is the validation error of the file's last version (nil
@@ -1145,13 +1152,26 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 		if typ == v1alpha1.ConditionAdmitted {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionDependenciesReady, Status: metav1.ConditionTrue, Reason: "AllDone", Message: "every dependency is Done", ObservedGeneration: st.ObservedGeneration})
 		}
-		changed := c.setCondition(e, typ, metav1.ConditionFalse, ev.Reason, ev.Message)
-		if changed {
+		prev := meta.FindStatusCondition(st.Conditions, typ)
+		sameReason := prev != nil && prev.Status == metav1.ConditionFalse && prev.Reason == ev.Reason
+		changed := setStatusCondition(e, typ, metav1.ConditionFalse, ev.Reason, ev.Message)
+		if changed && !sameReason {
 			c.log.Info().Str("task", e.name).Str("reason", ev.Reason).Msg("waiting: " + ev.Message)
 		}
-		if st.Phase != v1alpha1.PhasePending {
+		switch {
+		case st.Phase != v1alpha1.PhasePending:
 			c.setPhase(e, v1alpha1.PhasePending, ev.Reason, ev.Message)
-		} else if changed {
+		case changed && sameReason:
+			// Only the numbers moved (the load, the free memory): kept
+			// in memory at once, written at most every
+			// waitNumbersInterval, so that a machine-wide gate over
+			// thousands of waiting tasks is not thousands of writes and
+			// log lines per probe.
+			if now := time.Now(); now.Sub(e.waitNumbersAt) >= waitNumbersInterval {
+				e.waitNumbersAt = now
+				c.markDirty(e, false)
+			}
+		case changed:
 			// The first reason a task waits is worth a write at once.
 			c.markDirty(e, e.lastWrite.IsZero())
 		}
@@ -1222,19 +1242,26 @@ func (c *Controller) setPhase(e *entry, phase v1alpha1.Phase, reason, message st
 	c.markDirty(e, true)
 }
 
-// setCondition sets a condition; it reports whether anything changed.
+// setCondition sets a condition and schedules a write when anything
+// changed; it reports whether anything did.
 func (c *Controller) setCondition(e *entry, typ string, status metav1.ConditionStatus, reason, message string) bool {
-	if reason == "" {
-		reason = "Unknown"
-	}
-	changed := meta.SetStatusCondition(&e.status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: e.status.ObservedGeneration,
-	})
+	changed := setStatusCondition(e, typ, status, reason, message)
 	if changed {
 		c.markDirty(e, false)
 	}
 	return changed
+}
+
+// setStatusCondition sets a condition in memory only; it reports whether
+// anything changed.
+func setStatusCondition(e *entry, typ string, status metav1.ConditionStatus, reason, message string) bool {
+	if reason == "" {
+		reason = "Unknown"
+	}
+	return meta.SetStatusCondition(&e.status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: e.status.ObservedGeneration,
+	})
 }
 
 func (c *Controller) clearSpecPending(e *entry) {

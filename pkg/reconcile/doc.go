@@ -18,7 +18,10 @@
 // phase change within PhaseWriteDelay (10 ms), so that the
 // Reserved→Running→Done of a short task lands in one write; other
 // changes (a batch starting, a new reason to wait) at most every
-// ProgressInterval (250 ms) per task. Run takes every spool event and
+// ProgressInterval (250 ms) per task; a wait whose reason stays while the
+// numbers of its message move (a load or pressure gate, the free memory)
+// is kept in memory at once but written at most every 10 s per task, and
+// logged only when its reason changes. Run takes every spool event and
 // inbox note already waiting before it flushes, and the writes due
 // together are one group commit (spool.Spool.WriteStatuses: one syncfs,
 // one directory fsync), so a flood of short tasks costs one flush per
