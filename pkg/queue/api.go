@@ -36,7 +36,11 @@ type Learner interface {
 	// Estimate is the estimate for t's next batch, kills being the number
 	// of its batches killed for memory in this generation; it is asked for
 	// every task not in strict mode at every admission, so it must be
-	// cheap. The queue caps the batch by the items left afterwards.
+	// cheap. The queue caps the batch by the items left afterwards. It may
+	// depend only on t's Estimate, Profile, Mode, ItemsTotal, ItemsDone and
+	// InputBytesPerItem, kills, the learner's own state (which changes in
+	// Observe) and the free memory: within one scan, until a reservation
+	// is granted, the queue asks each distinct question once.
 	Estimate(t *Task, kills int) governor.Estimate
 }
 

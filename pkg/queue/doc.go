@@ -17,6 +17,12 @@
 //     Admitter.Refresh once, and asks Admitter.Reserve for each. Only a Wait is
 //     bypassed: the next task is asked. Reject ends the task (Rejected); Admit
 //     and ReduceBatch hand it, with its reservation, to a worker goroutine.
+//     Within one scan, until a reservation is granted, a task whose estimate
+//     is one the governor already answered Wait gets that answer without
+//     asking again (nothing was reserved since, so the governor's answer is
+//     the same), and the Learner is asked each distinct question once (see
+//     Learner.Estimate): a thousand identical tasks waiting cost one
+//     decision per scan, not a thousand.
 //   - Waiting: while a task told Wait is pending, Run sleeps at most
 //     Config.RescanWait (500 ms); any signal wakes it at once: a release, an
 //     Upsert, SetPaused or Remove, a worker exit, or Admitter.Changed closing.

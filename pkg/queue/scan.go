@@ -27,6 +27,46 @@ type scan struct {
 	waiting bool
 	// maxParallelMsg is formatted once per pass.
 	maxParallelMsg string
+	// waits holds the governor's Wait answers of this pass, by estimate,
+	// until it grants a reservation: the same question, with nothing
+	// reserved since, gets the same answer, so a flood of identical
+	// pending tasks costs one decision per pass, not one per task.
+	waits map[governor.Estimate]governor.Decision
+	// learned holds the Learner's answers of this pass, by what they
+	// depend on, until a reservation is granted (a provisional estimate
+	// depends on the memory free); the book changes only in Observe,
+	// under Queue.mu, which the pass holds.
+	learned map[learnKey]governor.Estimate
+}
+
+// learnKey is everything a Learner's estimate of a task depends on besides
+// the Learner's own state (Learner.Estimate).
+type learnKey struct {
+	est               governor.Estimate
+	profile           string
+	mode              v1alpha1.EstimateMode
+	kills             int
+	total, done       int64
+	inputBytesPerItem float64
+}
+
+// lockedPassEstimate is lockedEstimate, asking the Learner once per distinct
+// question in the pass. REQUIRES: q.mu held.
+func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
+	if !q.learns(e) {
+		return q.lockedEstimate(e)
+	}
+	t := &e.task
+	k := learnKey{est: t.Estimate, profile: t.Profile, mode: t.Mode, kills: e.kills, total: t.ItemsTotal, done: t.ItemsDone, inputBytesPerItem: t.InputBytesPerItem}
+	est, ok := s.learned[k]
+	if !ok {
+		est = q.learn.Estimate(t, e.kills)
+		if s.learned == nil {
+			s.learned = make(map[learnKey]governor.Estimate)
+		}
+		s.learned[k] = est
+	}
+	return q.cappedEstimate(e, est)
 }
 
 // lockedScan walks the dispatch list. With until set (a task at its sequence
@@ -95,15 +135,27 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		q.adm.Refresh()
 		s.refreshed = true
 	}
-	d, r, ok := q.adm.Reserve(q.lockedEstimate(e))
+	est := q.lockedPassEstimate(e, s)
+	if d, ok := s.waits[est]; ok {
+		q.lockedWaitDecision(e, &d)
+		s.waiting = true
+		return true
+	}
+	d, r, ok := q.adm.Reserve(est)
 	switch {
 	case ok:
+		clear(s.waits) // the budgets changed: every answer may change
+		clear(s.learned)
 		q.lockedActivate(e, r, d)
 		return false
 	case d.Verdict == governor.Reject:
 		q.lockedEnd(e, v1alpha1.PhaseRejected, string(d.Reason), DecisionMessage(d))
 		return false
 	default:
+		if s.waits == nil {
+			s.waits = make(map[governor.Estimate]governor.Decision)
+		}
+		s.waits[est] = d
 		q.lockedWaitDecision(e, &d)
 		s.waiting = true
 		return true
@@ -139,13 +191,19 @@ func ContractMessage(c governor.Contract) string {
 // left and by the cap a MemoryExceeded set; BatchMin never exceeds it.
 // REQUIRES: q.mu held.
 func (q *Queue) lockedEstimate(e *entry) governor.Estimate {
-	hi := e.task.ItemsTotal - e.task.ItemsDone
-	if e.memCap > 0 && e.memCap < hi {
-		hi = e.memCap
-	}
 	est := e.task.Estimate
 	if q.learns(e) {
 		est = q.learn.Estimate(&e.task, e.kills)
+	}
+	return q.cappedEstimate(e, est)
+}
+
+// cappedEstimate caps est by the items e has left (and its cap after a
+// kill for memory).
+func (q *Queue) cappedEstimate(e *entry, est governor.Estimate) governor.Estimate {
+	hi := e.task.ItemsTotal - e.task.ItemsDone
+	if e.memCap > 0 && e.memCap < hi {
+		hi = e.memCap
 	}
 	return est.CappedAt(hi)
 }
