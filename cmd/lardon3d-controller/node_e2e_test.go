@@ -15,10 +15,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/agent"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/kube/kubetest"
 	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
@@ -99,11 +102,18 @@ func (f *farm) start(name string, extra ...string) *nodeAgent {
 	return a
 }
 
-// taskYAML is a task of items items, batches of at most batchMax, each
-// item holding the batch hold long.
-func (f *farm) createTask(name string, items, batchMax int, hold string, extra string) {
+// createTask creates a task of items items in batches of at most
+// batchMax, each batch running lardon3d-synth with synth's flags; extra is
+// appended to the spec (indented by two spaces).
+func (f *farm) createTask(name string, items, batchMax int, synth string, extra string) {
 	f.t.Helper()
-	script := fmt.Sprintf(`echo "start $NODE $LARDON3D_TASK $LARDON3D_BATCH_START `+"`date +%%s%%N`"+`" >> %[1]s && lardon3d-synth --fixed 16Mi --per-item 1Mi --cpu-per-item 2ms --hold %[2]s && echo "end $NODE $LARDON3D_TASK $LARDON3D_BATCH_START `+"`date +%%s%%N`"+`" >> %[1]s`, f.record, hold)
+	f.createTaskNeeding("24Mi", name, items, batchMax, synth, extra)
+}
+
+// createTaskNeeding is createTask with a declared fixed memory cost.
+func (f *farm) createTaskNeeding(fixed, name string, items, batchMax int, synth string, extra string) {
+	f.t.Helper()
+	script := fmt.Sprintf(`echo "start $NODE $LARDON3D_TASK $LARDON3D_BATCH_START `+"`date +%%s%%N`"+`" >> %[1]s && lardon3d-synth --fixed 16Mi --per-item 1Mi %[2]s && echo "end $NODE $LARDON3D_TASK $LARDON3D_BATCH_START `+"`date +%%s%%N`"+`" >> %[1]s`, f.record, synth)
 	doc := fmt.Sprintf(`
 apiVersion: lardon3d.io/v1alpha1
 kind: Task
@@ -112,10 +122,11 @@ spec:
   command: [sh, -c, %q]
   items: {count: %d}
   resources:
-    fixed: {memory: 24Mi}
+    fixed: {memory: %s}
     perItem: {memory: 2Mi}
     batch: {min: 1, max: %d}
-%s`, name, nodeNS, script, items, batchMax, extra)
+  retries: 0
+%s`, name, nodeNS, script, items, fixed, batchMax, extra)
 	var task kubeapi.Task
 	if err := yaml.UnmarshalStrict([]byte(doc), &task); err != nil {
 		f.t.Fatalf("task %s: %v\n%s", name, err, doc)
@@ -246,14 +257,18 @@ func (f *farm) runs() []run {
 }
 
 // assertNoOverlap: no task ever ran on two nodes at once. A run with no
-// end counts as running until the end of the test.
-func assertNoOverlap(t *testing.T, runs []run) {
+// end counts as running until its node was killed (killed, in Unix
+// nanoseconds), else until the end of the test.
+func assertNoOverlap(t *testing.T, runs []run, killed map[string]int64) {
 	t.Helper()
 	end := func(r run) int64 {
-		if r.to == 0 {
-			return 1<<63 - 1
+		if r.to != 0 {
+			return r.to
 		}
-		return r.to
+		if k, ok := killed[r.node]; ok {
+			return k
+		}
+		return 1<<63 - 1
 	}
 	byTask := map[string][]run{}
 	for _, r := range runs {
@@ -282,10 +297,25 @@ func TestNodeAgentsSpreadTasks(t *testing.T) {
 		f.start(n, "--memory-capacity", "64Mi")
 	}
 	const n = 60
+	f.createTaskNeeding("1Gi", "huge", 1, 1, "", "")
 	for i := range n {
-		f.createTask(fmt.Sprintf("t%02d", i), 4, 2, "50ms", "")
+		f.createTask(fmt.Sprintf("t%02d", i), 4, 2, "--cpu-per-item 2ms --hold 50ms", "")
 	}
-	ts := f.waitFor("60 tasks Done", 3*time.Minute, allDone)
+	ts := f.waitFor("60 tasks Done", 3*time.Minute, func(ts []kubeapi.Task) bool { return allDone(ts[1:]) })
+	// A task too big for every node says so, with every node's capacity.
+	ts = f.waitFor("huge reported as fitting no node", 30*time.Second, func(ts []kubeapi.Task) bool {
+		c := meta.FindStatusCondition(ts[0].Status.Conditions, v1alpha1.ConditionAdmitted)
+		return c != nil && c.Reason == agent.ReasonNoNodeFits
+	})
+	if ts[0].Name != "huge" || ts[0].Status.Claim != nil || ts[0].Status.Phase != v1alpha1.PhasePending {
+		t.Errorf("huge: claim %+v, phase %s; want unclaimed and Pending", ts[0].Status.Claim, ts[0].Status.Phase)
+	}
+	msg := meta.FindStatusCondition(ts[0].Status.Conditions, v1alpha1.ConditionAdmitted).Message
+	t.Logf("huge: %s", msg)
+	if want := "node-a 64.0MiB, node-b 64.0MiB, node-c 64.0MiB"; !strings.Contains(msg, want) || !strings.Contains(msg, "needs 1.0GiB") {
+		t.Errorf("huge's message %q does not name every node's capacity (%s) and the need (1.0GiB)", msg, want)
+	}
+	ts = ts[1:]
 	perNode := map[string]int{}
 	for _, task := range ts {
 		if task.Status.Claim == nil || task.Status.Claim.Seq != 1 {
@@ -304,7 +334,7 @@ func TestNodeAgentsSpreadTasks(t *testing.T) {
 		}
 	}
 	runs := f.runs()
-	assertNoOverlap(t, runs)
+	assertNoOverlap(t, runs, nil)
 	f.assertLogsClean()
 	count := map[string]int{}
 	for _, r := range runs {
@@ -321,4 +351,258 @@ func TestNodeAgentsSpreadTasks(t *testing.T) {
 			t.Errorf("batch %s ran %d times", k, c)
 		}
 	}
+}
+
+// groups are the process groups of the batches an agent has on record
+// (STATE/run/TASK/group-PGID.json).
+func (a *nodeAgent) groups(t *testing.T) []int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(a.state, "run", "*", "group-*.json"))
+	var out []int
+	for _, f := range files {
+		n := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "group-"), ".json")
+		pgid, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("group file %s", f)
+		}
+		out = append(out, pgid)
+	}
+	return out
+}
+
+// heldBy lists the tasks node holds, not settled, with committed progress.
+func heldBy(ts []kubeapi.Task, node string) map[string]kubeapi.Task {
+	out := map[string]kubeapi.Task{}
+	for _, t := range ts {
+		if t.Status.Claim != nil && t.Status.Claim.Node == node && !v1alpha1.IsTerminal(t.Status.Phase) {
+			out[t.Name] = t
+		}
+	}
+	return out
+}
+
+// TestNodeKilledTasksTakenOver: node-a is killed (kill -9, its batches
+// with it: the machine is lost) while it runs tasks with committed
+// progress. Once its Lease expired (2 s) the other two take its tasks
+// over (claim 2) and resume them from the committed progress: the first
+// batch the new holder runs starts where the status said, no item runs
+// more than twice, and no task runs on two nodes at once. node-a,
+// restarted on the same state directory, takes part again only through
+// fresh claims: it claims none of its former tasks and some new ones.
+func TestNodeKilledTasksTakenOver(t *testing.T) {
+	f := newFarm(t)
+	a := f.start("node-a", "--memory-capacity", "64Mi")
+	const n = 6
+	for i := range n {
+		f.createTask(fmt.Sprintf("k%d", i), 8, 1, "--cpu-per-item 2ms --hold 300ms", "")
+	}
+	// node-a alone first, so that it holds tasks when it dies.
+	ts := f.waitFor("node-a running tasks with committed progress", time.Minute, func(ts []kubeapi.Task) bool {
+		for _, t := range heldBy(ts, "node-a") {
+			if t.Status.Progress.ItemsDone >= 2 {
+				return true
+			}
+		}
+		return false
+	})
+	f.start("node-b", "--memory-capacity", "64Mi")
+	f.start("node-c", "--memory-capacity", "64Mi")
+	time.Sleep(300 * time.Millisecond)
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	for _, pgid := range a.groups(t) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	killedAt := time.Now().UnixNano()
+	ts = f.tasks()
+	lost := heldBy(ts, "node-a")
+	if len(lost) == 0 {
+		t.Fatal("node-a held no task when killed")
+	}
+	committed := map[string]int64{}
+	for name, task := range lost {
+		committed[name] = task.Status.Progress.ItemsDone
+	}
+	t.Logf("node-a killed holding %v (items committed)", committed)
+
+	ts = f.waitFor("every task Done", 2*time.Minute, allDone)
+	for name := range lost {
+		var task kubeapi.Task
+		for _, x := range ts {
+			if x.Name == name {
+				task = x
+			}
+		}
+		if cl := task.Status.Claim; cl == nil || cl.Node == "node-a" || cl.Seq != 2 {
+			t.Errorf("%s: claim %+v, want taken over by another node under claim 2", name, cl)
+		}
+	}
+	runs := f.runs()
+	assertNoOverlap(t, runs, map[string]int64{"node-a": killedAt})
+	count := map[string]int{}
+	for _, r := range runs {
+		count[fmt.Sprintf("%s@%d", r.task, r.start)]++
+	}
+	for k, c := range count {
+		if c > 2 {
+			t.Errorf("item %s ran %d times, want at most twice", k, c)
+		}
+	}
+	for name, done := range committed {
+		first := int64(-1)
+		for _, r := range runs {
+			if r.task == nodeNS+"."+name && r.node != "node-a" && (first < 0 || r.start < first) {
+				first = r.start
+			}
+		}
+		if first != done {
+			t.Errorf("%s: the new holder's first batch starts at item %d, want %d (the committed progress)", name, first, done)
+		}
+	}
+
+	// node-a comes back on the same state directory.
+	f.start("node-a", "--memory-capacity", "64Mi")
+	restarted := time.Now()
+	for i := range n {
+		f.createTask(fmt.Sprintf("r%d", i), 4, 1, "--cpu-per-item 2ms --hold 300ms", "")
+	}
+	ts = f.waitFor("every task Done after the restart", 2*time.Minute, allDone)
+	fresh := 0
+	for _, task := range ts {
+		cl := task.Status.Claim
+		if cl.Node == "node-a" && cl.ClaimedAt.After(restarted.Add(-time.Second)) {
+			if !strings.HasPrefix(task.Name, "r") || cl.Seq != 1 {
+				t.Errorf("restarted node-a claimed %s under claim %d: only fresh claims of new tasks are expected", task.Name, cl.Seq)
+			}
+			fresh++
+		}
+	}
+	if fresh == 0 {
+		t.Error("restarted node-a claimed none of the new tasks")
+	}
+	f.assertLogsClean()
+}
+
+// TestNodeStaleAgentFenced: node-a is stopped (SIGSTOP, with its batch:
+// a partition) in the middle of a CPU-bound batch of its task; its Lease
+// expires and node-b takes the task over. node-a, continued with its stale
+// view, finds the task held under claim 2: it kills its batch at once
+// (the batch never records its end, though it had CPU work left), writes
+// nothing under its old claim, and takes part again only through a fresh
+// claim of a new task.
+func TestNodeStaleAgentFenced(t *testing.T) {
+	f := newFarm(t)
+	a := f.start("node-a", "--memory-capacity", "40Mi")
+	f.createTask("long", 3, 1, "--cpu-per-item 4s", "")
+	f.waitFor("node-a running long", time.Minute, func(ts []kubeapi.Task) bool {
+		return len(heldBy(ts, "node-a")) == 1 && ts[0].Status.Phase == v1alpha1.PhaseRunning && len(a.groups(t)) == 1
+	})
+	time.Sleep(500 * time.Millisecond)
+	pgid := a.groups(t)[0]
+	if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	f.start("node-b", "--memory-capacity", "40Mi")
+	f.waitFor("node-b taking long over", time.Minute, func(ts []kubeapi.Task) bool {
+		cl := ts[0].Status.Claim
+		return cl != nil && cl.Node == "node-b" && cl.Seq == 2 && ts[0].Status.Phase == v1alpha1.PhaseRunning
+	})
+	// node-b is full (40Mi: one batch); a new task can only go to node-a.
+	f.createTask("after", 1, 1, "--cpu-per-item 2ms", "")
+	continued := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// The stale batch dies at once (kill grace 1 s), long before its CPU
+	// work (4 s) is done.
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			f.dumpLogs()
+			t.Fatalf("node-a's stale batch (group %d) still runs %v after node-a continued", pgid, time.Since(continued))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("node-a's stale batch gone %v after node-a continued", time.Since(continued).Round(time.Millisecond))
+	ts := f.waitFor("both tasks Done", 2*time.Minute, allDone)
+	for _, r := range f.runs() {
+		if r.node == "node-a" && r.task == nodeNS+".long" && r.to != 0 {
+			t.Errorf("node-a's stale batch of long at item %d recorded its end: it was not killed", r.start)
+		}
+	}
+	if cl := ts[1].Status.Claim; ts[1].Name != "long" || cl.Node != "node-b" || cl.Seq != 2 {
+		t.Errorf("long: claim %+v, want node-b's claim 2", cl)
+	}
+	if cl := ts[0].Status.Claim; ts[0].Name != "after" || cl.Node != "node-a" || cl.Seq != 1 {
+		t.Errorf("after: claim %+v, want a fresh claim by node-a", cl)
+	}
+	data, err := os.ReadFile(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "fenced") {
+		t.Error("node-a's log does not say it was fenced")
+	}
+	f.assertLogsClean()
+}
+
+// TestNodePipelineInDependencyOrder: the bundled pipeline, applied as
+// `kubectl apply --server-side -f examples/tasks/` does, runs to Done on
+// two agents in dependency order: no task starts before every task it
+// depends on completed.
+func TestNodePipelineInDependencyOrder(t *testing.T) {
+	f := newFarm(t)
+	files, err := filepath.Glob(filepath.Join(kubetest.RepoRoot(t), "examples", "tasks", "*.yaml"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("example manifests: %v %v", files, err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &u.Object); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		u.SetNamespace(nodeNS)
+		if err := f.env.Client.Apply(f.ctx, ctrlclient.ApplyConfigurationFromUnstructured(u), ctrlclient.FieldOwner("kubectl")); err != nil {
+			t.Fatalf("applying %s: %v", file, err)
+		}
+	}
+	f.start("node-a", "--memory-capacity", "256Mi")
+	f.start("node-b", "--memory-capacity", "256Mi")
+	ts := f.waitFor("the pipeline Done", 3*time.Minute, allDone)
+	if len(ts) != len(files) {
+		t.Fatalf("%d tasks, want %d", len(ts), len(files))
+	}
+	byName := map[string]kubeapi.Task{}
+	for _, task := range ts {
+		byName[task.Name] = task
+	}
+	edges := 0
+	for _, task := range ts {
+		for _, dep := range task.Spec.DependsOn {
+			d := byName[dep]
+			edges++
+			if task.Status.StartTime == nil || d.Status.CompletionTime == nil || task.Status.StartTime.Before(d.Status.CompletionTime) {
+				t.Errorf("%s started at %v, before its dependency %s completed at %v", task.Name, task.Status.StartTime, dep, d.Status.CompletionTime)
+			}
+			if task.Status.Claim.ClaimedAt.Before(d.Status.CompletionTime) {
+				t.Errorf("%s was claimed at %v, before its dependency %s completed at %v", task.Name, task.Status.Claim.ClaimedAt, dep, d.Status.CompletionTime)
+			}
+		}
+	}
+	if edges == 0 {
+		t.Fatal("the pipeline has no dependsOn: nothing was checked")
+	}
+	f.assertLogsClean()
 }
