@@ -36,7 +36,7 @@ const nodeNS = "farm"
 
 // farm is a control plane, its namespaces, and the agents started on it.
 type farm struct {
-	t      *testing.T
+	t      testing.TB
 	env    *kubetest.Env
 	ctx    context.Context
 	dir    string
@@ -54,10 +54,10 @@ type nodeAgent struct {
 	done  chan struct{}
 }
 
-func newFarm(t *testing.T) *farm {
+func newFarm(t testing.TB) *farm {
 	t.Helper()
 	env := kubetest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	t.Cleanup(cancel)
 	for _, ns := range []string{"lardon3d", nodeNS} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -355,7 +355,7 @@ func TestNodeAgentsSpreadTasks(t *testing.T) {
 
 // groups are the process groups of the batches an agent has on record
 // (STATE/run/TASK/group-PGID.json).
-func (a *nodeAgent) groups(t *testing.T) []int {
+func (a *nodeAgent) groups(t testing.TB) []int {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(a.state, "run", "*", "group-*.json"))
 	var out []int
