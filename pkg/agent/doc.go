@@ -32,6 +32,9 @@
 // kills its batches, and it never writes that task's status under that
 // claim again; the node takes part again only through a fresh claim.
 //
+// A task nobody holds that waits for its dependencies (or whose dependency
+// failed, or is missing) gets the spool mode's DependenciesReady=False
+// condition and reason, written unclaimed by whichever node sees it first.
 // A task no node can fit (this governor rejects it for its capacity, and
 // no live node publishes enough memory in its Lease's annotations) gets
 // the condition Admitted=False, reason NoNodeFits, with every live node's

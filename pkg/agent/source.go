@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,13 +39,21 @@ const (
 	AnnotationCPUs = "lardon3d.io/cpus"
 )
 
+// The client-side rate limit of an agent's requests, unless its rest.Config
+// sets one: claims and commits are a few requests per task.
+const (
+	DefaultQPS   = 200
+	DefaultBurst = 400
+)
+
 // ReasonNoNodeFits is the Admitted=False reason of a task that no live
 // node can fit.
 const ReasonNoNodeFits = "NoNodeFits"
 
 // Config is what a Source needs.
 type Config struct {
-	// Rest reaches the API server.
+	// Rest reaches the API server; without a QPS of its own, requests are
+	// limited to DefaultQPS (bursts of DefaultBurst).
 	Rest *rest.Config
 	// Scheme holds Task and Lease.
 	Scheme *kruntime.Scheme
@@ -112,6 +121,12 @@ func New(cfg Config) (*Source, error) {
 	}
 	if cfg.LeaseDuration < time.Second {
 		return nil, fmt.Errorf("agent: lease duration %v is under 1 s", cfg.LeaseDuration)
+	}
+	if cfg.Rest.QPS == 0 && cfg.Rest.RateLimiter == nil {
+		// client-go's default (5 requests/s, bursts of 10) would make every
+		// claim and commit after the first few wait 200 ms.
+		cfg.Rest = rest.CopyConfig(cfg.Rest)
+		cfg.Rest.QPS, cfg.Rest.Burst = DefaultQPS, DefaultBurst
 	}
 	c := cfg.Client
 	if c == nil {
@@ -263,12 +278,14 @@ func CoreName(namespace, name string) string { return namespace + "." + name }
 // pass looks at every task once: drops what this node lost, claims what
 // it can run. Run's goroutine only.
 func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
+	// The cache's objects themselves, not copies: a pass only reads them
+	// (a claim or a report writes a deep copy).
 	var tasks kubeapi.TaskList
-	if err := r.List(ctx, &tasks); err != nil {
+	if err := r.List(ctx, &tasks, ctrlclient.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	var leases coordinationv1.LeaseList
-	if err := r.List(ctx, &leases, ctrlclient.InNamespace(s.cfg.LeaseNamespace)); err != nil {
+	if err := r.List(ctx, &leases, ctrlclient.InNamespace(s.cfg.LeaseNamespace), ctrlclient.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	byPath := make(map[string]*kubeapi.Task, len(tasks.Items))
@@ -351,7 +368,10 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			}
 			takeOver = true
 		}
-		if !depsDone(t, byPath) {
+		if reason, msg := depsState(t, byPath); reason != "" {
+			if t.Status.Claim == nil {
+				s.reportUnclaimed(ctx, t, v1alpha1.ConditionDependenciesReady, reason, msg)
+			}
 			continue
 		}
 		core, perr := s.core(t, &t.Status.TaskStatus)
@@ -377,6 +397,8 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			}
 		case governor.Reject:
 			s.reportNoFit(ctx, t, d, leases.Items, now)
+		default:
+			s.log.Debug().Str("task", path).Stringer("verdict", d.Verdict).Str("reason", string(d.Reason)).Msg("dry run: not now")
 		}
 	}
 	return nil
@@ -447,16 +469,31 @@ func (s *Source) core(t *kubeapi.Task, st *v1alpha1.TaskStatus) (*v1alpha1.Task,
 	return parsed, err
 }
 
-// depsDone reports whether every dependency of t, in its namespace, is
-// Done.
-func depsDone(t *kubeapi.Task, byPath map[string]*kubeapi.Task) bool {
+// depsState says why t may not run yet for its dependencies ("" when
+// every task it names in dependsOn, in its namespace, is Done), with the
+// spool mode's reasons.
+func depsState(t *kubeapi.Task, byPath map[string]*kubeapi.Task) (reason, msg string) {
+	var waiting, failed, missing []string
 	for _, dep := range t.Spec.DependsOn {
 		d := byPath[Path(t.Namespace, dep)]
-		if d == nil || d.Status.Phase != v1alpha1.PhaseDone {
-			return false
+		switch {
+		case d == nil:
+			missing = append(missing, dep)
+		case d.Status.Phase == v1alpha1.PhaseFailed || d.Status.Phase == v1alpha1.PhaseRejected:
+			failed = append(failed, dep+" ("+string(d.Status.Phase)+")")
+		case d.Status.Phase != v1alpha1.PhaseDone:
+			waiting = append(waiting, dep)
 		}
 	}
-	return true
+	switch {
+	case len(failed) > 0:
+		return v1alpha1.ReasonDependencyFailed, "a dependency will not complete: " + strings.Join(failed, ", ")
+	case len(missing) > 0:
+		return v1alpha1.ReasonDependencyMissing, "no task of that name in namespace " + t.Namespace + ": " + strings.Join(missing, ", ")
+	case len(waiting) > 0:
+		return v1alpha1.ReasonWaitingForDependencies, "waiting for " + strings.Join(waiting, ", ") + " to be Done"
+	}
+	return "", ""
 }
 
 // contractOf is the contract a dry run would grant.
@@ -486,6 +523,9 @@ func (s *Source) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
 	s.mu.Unlock()
 	if h == nil {
 		return fmt.Errorf("%s on node %s: %w", path, s.cfg.Node, kube.ErrFenced)
+	}
+	if sameStatus(&obj.Status.TaskStatus, status) {
+		return nil // what the server holds already (a re-apply at shutdown)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -547,24 +587,42 @@ func (s *Source) reportNoFit(ctx context.Context, t *kubeapi.Task, d governor.De
 		parts[i] = c.node + " " + governor.FormatBytes(c.mem)
 	}
 	msg := fmt.Sprintf("its smallest batch needs %s of memory and no node can grant that much: %s", governor.FormatBytes(d.Need), strings.Join(parts, ", "))
+	if s.reportUnclaimed(ctx, t, v1alpha1.ConditionAdmitted, ReasonNoNodeFits, msg) {
+		s.log.Warn().Str("task", Path(t.Namespace, t.Name)).Msg(msg)
+	}
+}
+
+// reportUnclaimed writes, on a task nobody holds, why it does not run
+// (a False condition; phase Pending), unless it says so already; a
+// conflict (another node wrote first) is ignored. It reports whether it
+// wrote. Run's goroutine only.
+func (s *Source) reportUnclaimed(ctx context.Context, t *kubeapi.Task, typ, reason, msg string) bool {
 	for _, c := range t.Status.Conditions {
-		if c.Type == v1alpha1.ConditionAdmitted && c.Reason == ReasonNoNodeFits && c.Message == msg {
-			return
+		if c.Type == typ && c.Reason == reason && c.Message == msg {
+			return false
 		}
 	}
 	next := t.DeepCopy()
 	if next.Status.Phase == "" {
 		next.Status.Phase = v1alpha1.PhasePending
 	}
-	setCondition(&next.Status.TaskStatus, v1alpha1.ConditionAdmitted, ReasonNoNodeFits, msg, t.Generation)
+	setCondition(&next.Status.TaskStatus, typ, reason, msg, t.Generation)
 	if err := s.client.Status().Update(ctx, next); err != nil {
-		s.log.Debug().Str("task", Path(t.Namespace, t.Name)).Err(err).Msg("no-fit report not written")
-		return
+		s.log.Debug().Str("task", Path(t.Namespace, t.Name)).Err(err).Msg("condition not written")
+		return false
 	}
-	s.log.Warn().Str("task", Path(t.Namespace, t.Name)).Msg(msg)
+	return true
 }
 
 // setCondition sets a False condition on st.
 func setCondition(st *v1alpha1.TaskStatus, typ, reason, msg string, gen int64) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// sameStatus reports whether two statuses serialize the same (the API
+// server keeps times to the second, as the spool does).
+func sameStatus(a, b *v1alpha1.TaskStatus) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -131,6 +132,13 @@ func TestSourceClaimsPresentsAndFences(t *testing.T) {
 	}
 	if big.Status.Claim != nil {
 		t.Errorf("big claimed by %+v", big.Status.Claim)
+	}
+	var b kubeapi.Task
+	if err := env.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: "work", Name: "b"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionDependenciesReady); b.Status.Claim != nil || c == nil || c.Reason != v1alpha1.ReasonWaitingForDependencies || c.Message != "waiting for a to be Done" {
+		t.Errorf("b: claim %+v, condition %+v; want unclaimed, waiting for a", b.Status.Claim, c)
 	}
 
 	// Another node sees a held: it does not claim it.
