@@ -606,3 +606,41 @@ func TestNodePipelineInDependencyOrder(t *testing.T) {
 	}
 	f.assertLogsClean()
 }
+
+// TestNodeRestartTakesOverItsOwnClaims: the only agent is killed (kill -9,
+// its batch with it) mid-task and restarted at once under the same name,
+// its Lease still alive: it takes its own former claim over (claim 2) and
+// finishes the task from the committed progress.
+func TestNodeRestartTakesOverItsOwnClaims(t *testing.T) {
+	f := newFarm(t)
+	a := f.start("node-a", "--memory-capacity", "64Mi")
+	f.createTask("solo", 6, 1, "--cpu-per-item 2ms --hold 300ms", "")
+	ts := f.waitFor("solo with committed progress", time.Minute, func(ts []kubeapi.Task) bool {
+		return ts[0].Status.Progress.ItemsDone >= 2 && ts[0].Status.Phase == v1alpha1.PhaseRunning
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	for _, pgid := range a.groups(t) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	killedAt := time.Now().UnixNano()
+	ts = f.tasks()
+	done := ts[0].Status.Progress.ItemsDone
+	f.start("node-a", "--memory-capacity", "64Mi")
+	ts = f.waitFor("solo Done", time.Minute, allDone)
+	if cl := ts[0].Status.Claim; cl.Node != "node-a" || cl.Seq != 2 {
+		t.Errorf("claim %+v, want node-a's claim 2", cl)
+	}
+	var resumedAt int64 = -1
+	for _, r := range f.runs() {
+		if r.from > killedAt && (resumedAt < 0 || r.start < resumedAt) {
+			resumedAt = r.start
+		}
+	}
+	if resumedAt != done {
+		t.Errorf("the restarted agent's first batch starts at item %d, want %d (the committed progress)", resumedAt, done)
+	}
+	f.assertLogsClean()
+}
