@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -43,6 +44,9 @@ type farm struct {
 	bin    string
 	record string
 	agents map[string]*nodeAgent
+	// kubeconfig is what agents are given (the administrator's unless
+	// asServiceAccount changed it).
+	kubeconfig string
 }
 
 type nodeAgent struct {
@@ -65,7 +69,41 @@ func newFarm(t testing.TB) *farm {
 		}
 	}
 	dir := t.TempDir()
-	return &farm{t: t, env: env, ctx: ctx, dir: dir, bin: binaries(t), record: filepath.Join(dir, "record"), agents: map[string]*nodeAgent{}}
+	return &farm{t: t, env: env, ctx: ctx, dir: dir, bin: binaries(t), record: filepath.Join(dir, "record"), agents: map[string]*nodeAgent{}, kubeconfig: env.Kubeconfig}
+}
+
+// asServiceAccount applies deploy/rbac.yaml and makes the agents started
+// afterwards act as its ServiceAccount (a kubeconfig impersonating it), so
+// that they have exactly the rights a DaemonSet's pods have.
+func (f *farm) asServiceAccount() {
+	f.t.Helper()
+	data, err := os.ReadFile(filepath.Join(kubetest.RepoRoot(f.t), "deploy", "rbac.yaml"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			f.t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := f.env.Client.Apply(f.ctx, ctrlclient.ApplyConfigurationFromUnstructured(u), ctrlclient.FieldOwner("kubectl")); err != nil {
+			f.t.Fatalf("applying rbac.yaml %s: %v", u.GetName(), err)
+		}
+	}
+	cfg, err := clientcmd.LoadFromFile(f.env.Kubeconfig)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = "system:serviceaccount:lardon3d:lardon3d-node"
+	}
+	f.kubeconfig = filepath.Join(f.dir, "kubeconfig-node")
+	if err := clientcmd.WriteToFile(*cfg, f.kubeconfig); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // start starts (or restarts, on the same state directory) the agent name.
@@ -73,7 +111,7 @@ func (f *farm) start(name string, extra ...string) *nodeAgent {
 	f.t.Helper()
 	state := filepath.Join(f.dir, "state-"+name)
 	logPath := filepath.Join(f.dir, name+".log")
-	args := append([]string{"node", "--kubeconfig", f.env.Kubeconfig, "--node-name", name,
+	args := append([]string{"node", "--kubeconfig", f.kubeconfig, "--node-name", name,
 		"--state-dir", state, "--data-dir", f.dir, "--lease-duration", "2s", "--kill-grace", "1s",
 		"--cgroups", "off", "--log-format", "json", "--log-level", "debug",
 		"--memory-reserved", "-1", "--load-threshold", "-1", "--io-pressure-threshold", "-1"}, extra...)
@@ -557,9 +595,11 @@ func TestNodeStaleAgentFenced(t *testing.T) {
 // TestNodePipelineInDependencyOrder: the bundled pipeline, applied as
 // `kubectl apply --server-side -f examples/tasks/` does, runs to Done on
 // two agents in dependency order: no task starts before every task it
-// depends on completed.
+// depends on completed. The agents act as deploy/rbac.yaml's
+// ServiceAccount: those rights are enough.
 func TestNodePipelineInDependencyOrder(t *testing.T) {
 	f := newFarm(t)
+	f.asServiceAccount()
 	files, err := filepath.Glob(filepath.Join(kubetest.RepoRoot(t), "examples", "tasks", "*.yaml"))
 	if err != nil || len(files) < 2 {
 		t.Fatalf("example manifests: %v %v", files, err)
