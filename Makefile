@@ -11,7 +11,7 @@ RAPID_SEED ?= 1
 # from Go modules on first use (minutes, once) into ~/.cache/lardon3d/kube.
 KUBE_ASSETS = $${LARDON3D_KUBE_ASSETS:-$$(bash hack/kube-test-binaries.sh)}
 
-.PHONY: all build run test test-kube kube-assets generate test-random vet fmt-check unit fuzz schemas bench colmap-demo clean
+.PHONY: all build run test test-kube kube-assets generate test-random vet fmt-check unit fuzz schemas bench bench-kube colmap-demo clean
 
 all: build
 
@@ -40,10 +40,11 @@ unit: build
 	assets=$(KUBE_ASSETS) && \
 	LARDON3D_KUBE_ASSETS="$$assets" RAPID_SEED=$(RAPID_SEED) LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -timeout 15m ./...
 
-## test-kube: only the Kubernetes tests (real etcd + kube-apiserver, the CRD), verbosely
+## test-kube: only the Kubernetes tests (real etcd + kube-apiserver, the CRD, the node agents), verbosely
 test-kube: build
 	assets=$(KUBE_ASSETS) && \
-	LARDON3D_KUBE_ASSETS="$$assets" LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -v -timeout 15m ./pkg/kubeapi/... ./pkg/kube/...
+	LARDON3D_KUBE_ASSETS="$$assets" LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -v -timeout 15m ./pkg/kubeapi/... ./pkg/kube/... ./pkg/agent/... && \
+	LARDON3D_KUBE_ASSETS="$$assets" LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -v -timeout 15m -run '^TestNode' ./cmd/lardon3d-controller/
 
 ## kube-assets: build (once) and print the directory of kube-apiserver and etcd
 kube-assets:
@@ -71,6 +72,11 @@ schemas:
 ## bench: the side-by-side benchmark against tsp, parallel and xargs (about 35 min on 2 cores; root)
 bench: build
 	bash bench/run.sh
+
+## bench-kube: node agents on a real kube-apiserver: create->Running latency over 3 agents, 1,000 trivial tasks over 1 and 3 agents (about 2 min)
+bench-kube: build
+	assets=$(KUBE_ASSETS) && \
+	LARDON3D_KUBE_ASSETS="$$assets" LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -count=1 -run '^$$' -bench '^BenchmarkNodeAgents$$' -benchtime 1x -timeout 30m ./cmd/lardon3d-controller/
 
 ## colmap-demo: a real COLMAP reconstruction through the controller
 colmap-demo: build

@@ -30,7 +30,7 @@ var (
 	binErr  error
 )
 
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		if d := os.Getenv("LARDON3D_BIN"); d != "" {

@@ -110,6 +110,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newRetryCommand(g),
 		newTopCommand(g),
 		newEstimatesCommand(g),
+		newNodeCommand(g),
 	)
 	addCompletion(root, g)
 	return root

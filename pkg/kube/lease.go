@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -31,6 +32,9 @@ type Heartbeat struct {
 	Duration time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Annotations, when set, is called at every beat; what it returns is
+	// set on the Lease (a node publishes its capacity there).
+	Annotations func() map[string]string
 }
 
 func (h *Heartbeat) now() time.Time {
@@ -63,7 +67,7 @@ func (h *Heartbeat) beatOnce(ctx context.Context) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		l = coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: LeaseName(h.Node)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: LeaseName(h.Node), Annotations: h.annotations(nil)},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       &h.Node,
 				LeaseDurationSeconds: &secs,
@@ -75,10 +79,27 @@ func (h *Heartbeat) beatOnce(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("lease of node %s: %w", h.Node, err)
 	}
+	l.Annotations = h.annotations(l.Annotations)
 	l.Spec.HolderIdentity = &h.Node
 	l.Spec.LeaseDurationSeconds = &secs
 	l.Spec.RenewTime = &now
 	return h.Client.Update(ctx, &l)
+}
+
+// annotations merges what h.Annotations returns over have.
+func (h *Heartbeat) annotations(have map[string]string) map[string]string {
+	if h.Annotations == nil {
+		return have
+	}
+	add := h.Annotations()
+	if len(add) == 0 {
+		return have
+	}
+	if have == nil {
+		have = make(map[string]string, len(add))
+	}
+	maps.Copy(have, add)
+	return have
 }
 
 // Run beats every interval until ctx ends, and returns ctx's error. A failed

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/agent"
+	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+func newNodeCommand(g *globals) *cobra.Command {
+	var (
+		kubeconfig     string
+		nodeName       string
+		namespace      string
+		leaseNamespace string
+		leaseDuration  time.Duration
+		stateDir       string
+		dataDir        string
+		killGrace      time.Duration
+		cgroupMode     string
+		cgroupParent   string
+		provisional    string
+		batchPolicy    string
+	)
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run a node agent: the same controller, taking its Tasks from a Kubernetes API server",
+		Long: `Run a node agent on a Kubernetes cluster: it watches the Tasks
+(tasks.lardon3d.io), claims those this node's governor admits with one
+conditional update of their status, runs them with the same queue, governor
+and runner as the spool mode, and commits their progress in their status.
+It heartbeats a Lease (in --lease-namespace) with its capacity; the tasks of
+a node whose Lease expired are taken over by the others from their committed
+progress. Without --kubeconfig it uses the in-cluster configuration (a pod's
+ServiceAccount, see deploy/).`,
+		Args: cobra.NoArgs,
+	}
+	loadBudgets := budgetFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster configuration)")
+	f.StringVar(&nodeName, "node-name", "", "this node's name in claims and its Lease (default: $NODE_NAME, else the host name)")
+	f.StringVar(&namespace, "namespace", "", "only the Tasks of this namespace (default: every namespace)")
+	f.StringVar(&leaseNamespace, "lease-namespace", "lardon3d", "namespace of the nodes' Leases")
+	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "how long a heartbeat keeps this node alive (renewed every third of it); once expired, other nodes take its tasks over")
+	f.StringVar(&stateDir, "state-dir", "", "where this node's logs, items files and history go (required)")
+	f.StringVar(&dataDir, "data-dir", ".", "directory relative spec.items paths are resolved against (the data shared with the other nodes)")
+	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled (a fenced task's batches are cancelled at once)")
+	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch: auto, required or off (as for run)")
+	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path under which the batches' cgroups are created (default: the agent's own cgroup)")
+	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchLargest, "which batch among those that fit: largest or efficient (as for run)")
+	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate reserves (as for run)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		log, err := newLogger(g, cmd.ErrOrStderr())
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		usage := func(err error) error { return &exitError{code: 2, err: err} }
+		provFrac, provBytes, err := parseProvisional(provisional)
+		if err != nil {
+			return usage(err)
+		}
+		if batchPolicy != reconcile.BatchLargest && batchPolicy != reconcile.BatchEfficient {
+			return usage(fmt.Errorf("--batch-policy %q: want largest or efficient", batchPolicy))
+		}
+		if stateDir == "" {
+			return usage(errors.New("--state-dir is required: this node's logs, items files and history go there"))
+		}
+		if leaseDuration < time.Second {
+			return usage(fmt.Errorf("--lease-duration %v: at least 1s", leaseDuration))
+		}
+		if nodeName == "" {
+			nodeName = os.Getenv("NODE_NAME")
+		}
+		if nodeName == "" {
+			if nodeName, err = os.Hostname(); err != nil {
+				return usage(fmt.Errorf("--node-name: %w", err))
+			}
+		}
+		bc, err := loadBudgets()
+		if err != nil {
+			return usage(err)
+		}
+		var cfg *rest.Config
+		if kubeconfig != "" {
+			cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+		} else {
+			cfg, err = rest.InClusterConfig()
+		}
+		if err != nil {
+			return usage(fmt.Errorf("kubernetes configuration: %w", err))
+		}
+		ctrllog.SetLogger(logr.Discard())
+		scheme := kruntime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			return usage(err)
+		}
+		if err := kubeapi.AddToScheme(scheme); err != nil {
+			return usage(err)
+		}
+		data, err := filepath.Abs(dataDir)
+		if err != nil {
+			return usage(err)
+		}
+		// One agent per state directory.
+		lock, err := spool.Lock(stateDir, stateDir)
+		if err != nil {
+			return usage(err)
+		}
+		defer lock.Unlock()
+		cgroups, err := openCgroups(cgroupMode, cgroupParent, stateDir, log)
+		if err != nil {
+			return usage(err)
+		}
+		leases := scratch.New(data, bc.ScratchDirs, log)
+		gov, snapshot, err := newMachine(bc, leases.Prefix())
+		if err != nil {
+			return usage(err)
+		}
+		defer gov.Close()
+		for _, w := range bc.warnings() {
+			log.Warn().Msg(w)
+		}
+		if w := bc.capWarning(gov); w != "" {
+			log.Warn().Msg(w)
+		}
+		src, err := agent.New(agent.Config{
+			Rest: cfg, Scheme: scheme, Node: nodeName, Namespace: namespace,
+			LeaseNamespace: leaseNamespace, LeaseDuration: leaseDuration,
+			Governor: gov, DataDir: data, Logger: log,
+		})
+		if err != nil {
+			return usage(err)
+		}
+		qcfg := queue.Config{}
+		if bc.MaxParallel != nil {
+			qcfg.MaxParallel = *bc.MaxParallel
+		}
+		ctrl := reconcile.New(reconcile.Config{
+			SpoolDir:  data,
+			StateDir:  stateDir,
+			KillGrace: killGrace,
+			Queue:     qcfg,
+
+			ProvisionalFraction: provFrac,
+			ProvisionalBytes:    provBytes,
+			BatchPolicy:         batchPolicy,
+		}, reconcile.Deps{Spool: src, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Logger: log})
+		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer cancel()
+		log.Info().Str("node", nodeName).Str("host", cfg.Host).Msg("node agent starting")
+		if _, err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
+			return &exitError{code: 2, err: err}
+		}
+		return nil
+	}
+	return cmd
+}

@@ -1,0 +1,53 @@
+// Package agent is the Kubernetes task source of a node agent: it presents
+// the Tasks of an API server to the same reconciler, queue, governor and
+// runner as the spool mode, through reconcile.Spool (the task-source seam).
+//
+// It owns which Task this node claims and when. A pass (on every watch
+// event of a Task or a Lease, and every Config.Resync) looks at the Tasks
+// in creation order (FIFO across the cluster) and claims one when
+//
+//   - nobody holds it (kube.Claimable), or its holder's Lease expired, or
+//     it is held by this very node under a claim this process did not make
+//     (a previous incarnation, whose batches died with it): kube.TakeOver;
+//   - every task it names in dependsOn, in its namespace, is Done: the
+//     agent resolves dependencies across the cluster, so the core is
+//     handed the task with dependsOn cleared;
+//   - this node's governor, asked without reserving (Governor.Decide, a
+//     dry run), would admit at least its smallest batch now;
+//   - no task it claimed earlier is still waiting for the local queue's
+//     admission: the dry run does not reserve, so claims are made one at a
+//     time, each once the previous one is admitted (or settled).
+//
+// Only a task it claimed (the conditional update won) is presented to the
+// reconciler, as a spool.Event whose Path is the opaque "namespace/name"
+// and whose Task is the API object as the spool would have parsed it
+// (v1alpha1.ParseManifest: the same defaults and validation), named
+// "namespace.name" (namespaces hold no dot, so the name is unique). A lost
+// race (409) presents nothing, so nothing runs.
+//
+// WriteStatus is the fenced commit (kube.Claimer.Commit) under the claim
+// the task was presented with. When it finds the task held under another
+// claim (ErrFenced), or a watch event shows so, the agent drops the task:
+// it emits a Deleted event, on which the reconciler cancels the task and
+// kills its batches, and it never writes that task's status under that
+// claim again; the node takes part again only through a fresh claim.
+//
+// A task nobody holds that waits for its dependencies (or whose dependency
+// failed, or is missing) gets the spool mode's DependenciesReady=False
+// condition and reason, written unclaimed by whichever node sees it first.
+// A task no node can fit (this governor rejects it for its capacity, and
+// no live node publishes enough memory in its Lease's annotations) gets
+// the condition Admitted=False, reason NoNodeFits, with every live node's
+// grantable memory, written unclaimed (conditional; a conflict is ignored).
+//
+// Each agent heartbeats its Lease (kube.Heartbeat) with its capacity in
+// the annotations AnnotationMemory and AnnotationCPUs.
+//
+// Locking. Source.mu guards the held and pending tables only; it is never
+// held across a call to the API server or the governor. Run is the only
+// goroutine that claims; WriteStatus runs on the reconciler's goroutine.
+//
+// It never runs a batch, never writes a Task's spec, and never decides
+// admission itself: the governor does, locally, and the reconciler's queue
+// makes the actual reservation.
+package agent

@@ -1,0 +1,628 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/kube"
+	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// The annotations of a node's Lease that publish its capacity.
+const (
+	// AnnotationMemory is the memory the node's governor can grant at most
+	// (its capacity less its margin), as a quantity.
+	AnnotationMemory = "lardon3d.io/memory-grantable"
+	// AnnotationCPUs is the number of threads it can grant at most.
+	AnnotationCPUs = "lardon3d.io/cpus"
+)
+
+// The client-side rate limit of an agent's requests, unless its rest.Config
+// sets one: claims and commits are a few requests per task.
+const (
+	DefaultQPS   = 200
+	DefaultBurst = 400
+)
+
+// ReasonNoNodeFits is the Admitted=False reason of a task that no live
+// node can fit.
+const ReasonNoNodeFits = "NoNodeFits"
+
+// Config is what a Source needs.
+type Config struct {
+	// Rest reaches the API server; without a QPS of its own, requests are
+	// limited to DefaultQPS (bursts of DefaultBurst).
+	Rest *rest.Config
+	// Scheme holds Task and Lease.
+	Scheme *kruntime.Scheme
+	// Client writes (a direct client, no cache); built from Rest when nil.
+	Client ctrlclient.Client
+	// Node is this node's name (the claim's node, the Lease's holder).
+	Node string
+	// Namespace limits the Tasks watched ("": every namespace).
+	Namespace string
+	// LeaseNamespace holds every node's Lease.
+	LeaseNamespace string
+	// LeaseDuration is how long a heartbeat keeps the node alive (>= 1 s);
+	// the Lease is renewed every third of it.
+	LeaseDuration time.Duration
+	// Governor is this node's governor (asked without reserving).
+	Governor *governor.Governor
+	// DataDir resolves relative spec.items paths, as the spool directory
+	// does in spool mode.
+	DataDir string
+	// Resync is the longest time between two passes (default 500 ms).
+	Resync time.Duration
+	// Logger reports claims, takeovers and fences.
+	Logger zerolog.Logger
+}
+
+// Source is the Kubernetes task source; it implements reconcile.Spool.
+type Source struct {
+	cfg     Config
+	client  ctrlclient.Client
+	claimer *kube.Claimer
+	beat    *kube.Heartbeat
+	log     zerolog.Logger
+
+	events chan spool.Event
+	notify chan struct{} // buffered(1): pending grew
+	kick   chan struct{} // buffered(1): a watch event or a write
+
+	mu struct {
+		sync.Mutex
+		// held is every task this process claimed and still holds, by path.
+		held map[string]*held
+		// pending are the events not yet handed to the reconciler, oldest
+		// first.
+		pending []spool.Event
+	}
+}
+
+// held is a task this node holds under one claim.
+type held struct {
+	obj   *kubeapi.Task // the last version written or claimed
+	seq   int64
+	gen   int64          // the metadata.generation presented
+	phase v1alpha1.Phase // the last phase written
+}
+
+var _ reconcile.Spool = (*Source)(nil)
+
+// New builds a Source; Run starts it.
+func New(cfg Config) (*Source, error) {
+	if cfg.Resync <= 0 {
+		cfg.Resync = 500 * time.Millisecond
+	}
+	if cfg.Node == "" {
+		return nil, errors.New("agent: a node name is needed")
+	}
+	if cfg.LeaseDuration < time.Second {
+		return nil, fmt.Errorf("agent: lease duration %v is under 1 s", cfg.LeaseDuration)
+	}
+	if cfg.Rest.QPS == 0 && cfg.Rest.RateLimiter == nil {
+		// client-go's default (5 requests/s, bursts of 10) would make every
+		// claim and commit after the first few wait 200 ms.
+		cfg.Rest = rest.CopyConfig(cfg.Rest)
+		cfg.Rest.QPS, cfg.Rest.Burst = DefaultQPS, DefaultBurst
+	}
+	c := cfg.Client
+	if c == nil {
+		var err error
+		if c, err = ctrlclient.New(cfg.Rest, ctrlclient.Options{Scheme: cfg.Scheme}); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
+	s := &Source{
+		cfg:     cfg,
+		client:  c,
+		claimer: &kube.Claimer{Client: c, Node: cfg.Node},
+		log:     cfg.Logger.With().Str("node", cfg.Node).Logger(),
+		events:  make(chan spool.Event, 64),
+		notify:  make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
+	}
+	s.beat = &kube.Heartbeat{Client: c, Namespace: cfg.LeaseNamespace, Node: cfg.Node, Duration: cfg.LeaseDuration, Annotations: s.capacity}
+	s.mu.held = make(map[string]*held)
+	return s, nil
+}
+
+// capacity is what the Lease publishes of this node's governor.
+func (s *Source) capacity() map[string]string {
+	b := s.cfg.Governor.Budgets()
+	return map[string]string{
+		AnnotationMemory: resource.NewQuantity(max(b.Memory.Capacity-b.Memory.Margin, 0), resource.BinarySI).String(),
+		AnnotationCPUs:   fmt.Sprint(max(b.CPU.Capacity-b.CPU.Margin, 0)),
+	}
+}
+
+// Events carries the tasks this node claimed; it is closed when Run
+// returns.
+func (s *Source) Events() <-chan spool.Event { return s.events }
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// push queues an event for the reconciler. REQUIRES: s.mu held.
+func (s *Source) push(ev spool.Event) {
+	s.mu.pending = append(s.mu.pending, ev)
+	signal(s.notify)
+}
+
+// Run heartbeats, watches Tasks and Leases and claims what this node can
+// run, until ctx ends.
+func (s *Source) Run(ctx context.Context) error {
+	defer close(s.events)
+	if err := s.beat.Beat(ctx); err != nil {
+		return fmt.Errorf("first heartbeat: %w", err)
+	}
+	opts := cache.Options{
+		Scheme: s.cfg.Scheme,
+		ByObject: map[ctrlclient.Object]cache.ByObject{
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{s.cfg.LeaseNamespace: {}}},
+		},
+	}
+	if s.cfg.Namespace != "" {
+		opts.ByObject[&kubeapi.Task{}] = cache.ByObject{Namespaces: map[string]cache.Config{s.cfg.Namespace: {}}}
+	}
+	informers, err := cache.New(s.cfg.Rest, opts)
+	if err != nil {
+		return fmt.Errorf("watching tasks: %w", err)
+	}
+	kick := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal(s.kick) },
+		UpdateFunc: func(any, any) { signal(s.kick) },
+		DeleteFunc: func(any) { signal(s.kick) },
+	}
+	for _, obj := range []ctrlclient.Object{&kubeapi.Task{}, &coordinationv1.Lease{}} {
+		inf, err := informers.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(kick); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	cacheErr := make(chan error, 1)
+	go func() { cacheErr <- informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("the watch of tasks and leases never synced")
+	}
+	go func() {
+		_ = s.beat.Run(ctx, s.cfg.LeaseDuration/3, func(err error) {
+			s.log.Warn().Err(err).Msg("heartbeat failed; the Lease expires if this lasts")
+		})
+	}()
+	s.log.Info().Str("leases", s.cfg.LeaseNamespace).Str("namespace", s.cfg.Namespace).Msg("watching tasks")
+
+	tick := time.NewTicker(s.cfg.Resync)
+	defer tick.Stop()
+	first := true
+	for {
+		if err := s.pass(ctx, informers); err != nil && ctx.Err() == nil {
+			s.log.Warn().Err(err).Msg("pass failed")
+		}
+		if first {
+			s.mu.Lock()
+			s.push(spool.Event{Type: spool.Synced})
+			s.mu.Unlock()
+			first = false
+		}
+	deliver:
+		for {
+			s.mu.Lock()
+			var out chan<- spool.Event
+			var ev spool.Event
+			if len(s.mu.pending) > 0 {
+				out, ev = s.events, s.mu.pending[0]
+			}
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-cacheErr:
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("watching tasks: %w", err)
+			case out <- ev:
+				s.mu.Lock()
+				s.mu.pending = s.mu.pending[1:]
+				s.mu.Unlock()
+			case <-s.notify:
+			case <-s.kick:
+				break deliver
+			case <-tick.C:
+				break deliver
+			}
+		}
+	}
+}
+
+// Path is the opaque path of a task in the reconciler: "namespace/name".
+func Path(namespace, name string) string { return namespace + "/" + name }
+
+// CoreName is the task's name in the reconciler, logs and batch
+// environment (LARDON3D_TASK): "namespace.name".
+func CoreName(namespace, name string) string { return namespace + "." + name }
+
+// pass looks at every task once: drops what this node lost, claims what
+// it can run. Run's goroutine only.
+func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
+	// The cache's objects themselves, not copies: a pass only reads them
+	// (a claim or a report writes a deep copy).
+	var tasks kubeapi.TaskList
+	if err := r.List(ctx, &tasks, ctrlclient.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	var leases coordinationv1.LeaseList
+	if err := r.List(ctx, &leases, ctrlclient.InNamespace(s.cfg.LeaseNamespace), ctrlclient.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	byPath := make(map[string]*kubeapi.Task, len(tasks.Items))
+	for i := range tasks.Items {
+		t := &tasks.Items[i]
+		byPath[Path(t.Namespace, t.Name)] = t
+	}
+	leaseOf := make(map[string]*coordinationv1.Lease, len(leases.Items))
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		if l.Spec.HolderIdentity != nil {
+			leaseOf[*l.Spec.HolderIdentity] = l
+		}
+	}
+	now := time.Now()
+
+	waiting := 0 // claimed, not yet admitted by the local queue
+	s.mu.Lock()
+	for path, h := range s.mu.held {
+		t, ok := byPath[path]
+		if !ok {
+			delete(s.mu.held, path)
+			s.push(spool.Event{Type: spool.Deleted, Path: path})
+			s.log.Info().Str("task", path).Msg("task deleted on the API server")
+			continue
+		}
+		if cl := t.Status.Claim; cl != nil && (cl.Seq > h.seq || (cl.Seq == h.seq && cl.Node != s.cfg.Node)) {
+			s.lockedFence(path, h.seq, fmt.Sprintf("the task is held by %s under claim %d", cl.Node, cl.Seq))
+			continue
+		}
+		if t.Generation != h.gen && t.Status.Claim != nil && t.Status.Claim.Seq == h.seq {
+			h.gen = t.Generation
+			s.push(s.event(spool.Modified, t, &t.Status.TaskStatus))
+		}
+		if (h.phase == "" || h.phase == v1alpha1.PhasePending) && !t.Spec.Paused {
+			waiting++
+		}
+	}
+	s.mu.Unlock()
+
+	order := make([]*kubeapi.Task, 0, len(tasks.Items))
+	for i := range tasks.Items {
+		order = append(order, &tasks.Items[i])
+	}
+	sort.Slice(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	for _, t := range order {
+		if waiting > 0 {
+			break
+		}
+		path := Path(t.Namespace, t.Name)
+		s.mu.Lock()
+		_, mine := s.mu.held[path]
+		s.mu.Unlock()
+		if mine || t.Spec.Paused || v1alpha1.IsTerminal(t.Status.Phase) {
+			continue
+		}
+		takeOver := false
+		var holder *coordinationv1.Lease
+		switch cl := t.Status.Claim; {
+		case kube.Claimable(t):
+		case cl == nil:
+			continue
+		case cl.Node == s.cfg.Node:
+			// Claimed by this node, but not by this process: its former
+			// self, whose batches died with it.
+			takeOver = true
+		default:
+			holder = leaseOf[cl.Node]
+			if !kube.TakeOverable(t, holder, now) {
+				continue
+			}
+			takeOver = true
+		}
+		if reason, msg := depsState(t, byPath); reason != "" {
+			if t.Status.Claim == nil {
+				s.reportUnclaimed(ctx, t, v1alpha1.ConditionDependenciesReady, reason, msg)
+			}
+			continue
+		}
+		core, perr := s.core(t, &t.Status.TaskStatus)
+		if perr != nil {
+			// Invalid: claimed all the same, so that a node rejects it
+			// with the spool's reasons.
+			if s.claim(ctx, t, takeOver, holder, v1alpha1.Contract{GrantedAt: metav1.Now()}) {
+				waiting++
+			}
+			continue
+		}
+		items, err := v1alpha1.ResolveItems(core.Spec, s.cfg.DataDir)
+		if err != nil {
+			s.log.Debug().Str("task", path).Err(err).Msg("items not resolvable on this node")
+			continue
+		}
+		est := reconcile.EstimateFor(&core.Spec, max(int64(len(items)), 1))
+		d := s.cfg.Governor.Decide(est)
+		switch d.Verdict {
+		case governor.Admit, governor.ReduceBatch:
+			if s.claim(ctx, t, takeOver, holder, contractOf(est, d)) {
+				waiting++
+			}
+		case governor.Reject:
+			s.reportNoFit(ctx, t, d, leases.Items, now)
+		default:
+			s.log.Debug().Str("task", path).Stringer("verdict", d.Verdict).Str("reason", string(d.Reason)).Msg("dry run: not now")
+		}
+	}
+	return nil
+}
+
+// claim claims (or takes over) t and presents it to the reconciler; it
+// reports whether this node now holds it. Run's goroutine only.
+func (s *Source) claim(ctx context.Context, t *kubeapi.Task, takeOver bool, holder *coordinationv1.Lease, contract v1alpha1.Contract) bool {
+	obj := t.DeepCopy()
+	before := t.Status.TaskStatus.DeepCopy()
+	var out kube.ClaimOutcome
+	var err error
+	if takeOver {
+		out, err = s.claimer.TakeOver(ctx, obj, holder, contract)
+	} else {
+		out, err = s.claimer.Claim(ctx, obj, contract)
+	}
+	path := Path(t.Namespace, t.Name)
+	if err != nil {
+		s.log.Warn().Str("task", path).Err(err).Msg("claim failed")
+		return false
+	}
+	if out != kube.Claimed {
+		s.log.Debug().Str("task", path).Str("outcome", out.String()).Msg("not claimed")
+		return false
+	}
+	seq := obj.Status.Claim.Seq
+	msg := "claimed"
+	if takeOver {
+		msg = "taken over"
+		if t.Status.Claim != nil {
+			msg = fmt.Sprintf("taken over from %s (claim %d)", t.Status.Claim.Node, t.Status.Claim.Seq)
+		}
+	}
+	s.log.Info().Str("task", path).Int64("seq", seq).Int64("itemsDone", before.Progress.ItemsDone).Msg(msg)
+	// The reconciler is handed the status as it was before the claim: it
+	// resumes from the committed progress and writes its own phases.
+	before.Reservation, before.ProcessGroup = nil, nil
+	s.mu.Lock()
+	s.mu.held[path] = &held{obj: obj, seq: seq, gen: t.Generation}
+	s.push(s.event(spool.Added, t, before))
+	s.mu.Unlock()
+	return true
+}
+
+// event is the spool event presenting t with status st.
+func (s *Source) event(typ spool.EventType, t *kubeapi.Task, st *v1alpha1.TaskStatus) spool.Event {
+	core, err := s.core(t, st)
+	return spool.Event{Type: typ, Path: Path(t.Namespace, t.Name), Name: core.Metadata.Name, Task: core, Err: err}
+}
+
+// core is t as the spool would have parsed it, with status st and no
+// dependsOn (resolved across the cluster before the claim).
+func (s *Source) core(t *kubeapi.Task, st *v1alpha1.TaskStatus) (*v1alpha1.Task, error) {
+	ct := t.Core()
+	ct.Metadata.Name = CoreName(t.Namespace, t.Name)
+	ct.Metadata.Generation = 0
+	ct.Spec.DependsOn = nil
+	ct.Status = *st.DeepCopy()
+	data, err := json.Marshal(ct)
+	if err != nil {
+		return &ct, err
+	}
+	parsed, err := v1alpha1.ParseManifest(ct.Metadata.Name+".json", data)
+	if parsed == nil {
+		return &ct, err
+	}
+	return parsed, err
+}
+
+// depsState says why t may not run yet for its dependencies ("" when
+// every task it names in dependsOn, in its namespace, is Done), with the
+// spool mode's reasons.
+func depsState(t *kubeapi.Task, byPath map[string]*kubeapi.Task) (reason, msg string) {
+	var waiting, failed, missing []string
+	for _, dep := range t.Spec.DependsOn {
+		d := byPath[Path(t.Namespace, dep)]
+		switch {
+		case d == nil:
+			missing = append(missing, dep)
+		case d.Status.Phase == v1alpha1.PhaseFailed || d.Status.Phase == v1alpha1.PhaseRejected:
+			failed = append(failed, dep+" ("+string(d.Status.Phase)+")")
+		case d.Status.Phase != v1alpha1.PhaseDone:
+			waiting = append(waiting, dep)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return v1alpha1.ReasonDependencyFailed, "a dependency will not complete: " + strings.Join(failed, ", ")
+	case len(missing) > 0:
+		return v1alpha1.ReasonDependencyMissing, "no task of that name in namespace " + t.Namespace + ": " + strings.Join(missing, ", ")
+	case len(waiting) > 0:
+		return v1alpha1.ReasonWaitingForDependencies, "waiting for " + strings.Join(waiting, ", ") + " to be Done"
+	}
+	return "", ""
+}
+
+// contractOf is the contract a dry run would grant.
+func contractOf(e governor.Estimate, d governor.Decision) v1alpha1.Contract {
+	mem := e.FixedMemory + e.PerItemMemory*d.Batch + e.PerThreadMemory*int64(d.Threads)
+	return v1alpha1.Contract{
+		Batch:          d.Batch,
+		BatchRequested: d.BatchRequested,
+		Threads:        int32(d.Threads),
+		Memory:         *resource.NewQuantity(mem, resource.BinarySI),
+		IOSlots:        int32(e.IOSlots),
+		GrantedAt:      metav1.Now(),
+	}
+}
+
+// WriteStatus commits a task's status under the claim it was presented
+// with. A task held under another claim now is dropped (ErrFenced): the
+// reconciler is told it is gone, and kills its batches.
+func (s *Source) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
+	s.mu.Lock()
+	h := s.mu.held[path]
+	var obj *kubeapi.Task
+	var seq int64
+	if h != nil {
+		obj, seq = h.obj.DeepCopy(), h.seq
+	}
+	s.mu.Unlock()
+	if h == nil {
+		return fmt.Errorf("%s on node %s: %w", path, s.cfg.Node, kube.ErrFenced)
+	}
+	if sameStatus(&obj.Status.TaskStatus, status) {
+		return nil // what the server holds already (a re-apply at shutdown)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.claimer.Commit(ctx, obj, seq, func(st *v1alpha1.TaskStatus) { *st = *status.DeepCopy() })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case errors.Is(err, kube.ErrFenced):
+		s.lockedFence(path, seq, err.Error())
+	case err == nil:
+		if s.mu.held[path] == h {
+			h.obj, h.phase = obj, status.Phase
+		}
+		signal(s.kick) // an admission may free the next claim
+	}
+	return err
+}
+
+// lockedFence drops a task this node held under claim seq. REQUIRES: s.mu.
+func (s *Source) lockedFence(path string, seq int64, why string) {
+	h := s.mu.held[path]
+	if h == nil || h.seq != seq {
+		return
+	}
+	delete(s.mu.held, path)
+	s.push(spool.Event{Type: spool.Deleted, Path: path})
+	s.log.Warn().Str("task", path).Int64("seq", seq).Str("why", why).Msg("fenced: this node lost the task; its batches are killed and its status is never written again under this claim")
+}
+
+// reportNoFit writes, unclaimed, that no live node can fit t, with every
+// live node's grantable memory, when the governor rejected it for its
+// memory and no live Lease publishes enough. Run's goroutine only.
+func (s *Source) reportNoFit(ctx context.Context, t *kubeapi.Task, d governor.Decision, leases []coordinationv1.Lease, now time.Time) {
+	if d.Budget != governor.BudgetMemory || t.Status.Claim != nil {
+		return
+	}
+	type nodeCap struct {
+		node string
+		mem  int64
+	}
+	var caps []nodeCap
+	for i := range leases {
+		l := &leases[i]
+		if l.Spec.HolderIdentity == nil || kube.Expired(l, now) {
+			continue
+		}
+		q, err := resource.ParseQuantity(l.Annotations[AnnotationMemory])
+		if err != nil {
+			continue
+		}
+		if q.Value() >= d.Need {
+			return // a node that could: it claims it when it has room
+		}
+		caps = append(caps, nodeCap{*l.Spec.HolderIdentity, q.Value()})
+	}
+	sort.Slice(caps, func(i, j int) bool { return caps[i].node < caps[j].node })
+	parts := make([]string, len(caps))
+	for i, c := range caps {
+		parts[i] = c.node + " " + governor.FormatBytes(c.mem)
+	}
+	msg := fmt.Sprintf("its smallest batch needs %s of memory and no node can grant that much: %s", governor.FormatBytes(d.Need), strings.Join(parts, ", "))
+	if s.reportUnclaimed(ctx, t, v1alpha1.ConditionAdmitted, ReasonNoNodeFits, msg) {
+		s.log.Warn().Str("task", Path(t.Namespace, t.Name)).Msg(msg)
+	}
+}
+
+// reportUnclaimed writes, on a task nobody holds, why it does not run
+// (a False condition; phase Pending), unless it says so already; a
+// conflict (another node wrote first) is ignored. It reports whether it
+// wrote. Run's goroutine only.
+func (s *Source) reportUnclaimed(ctx context.Context, t *kubeapi.Task, typ, reason, msg string) bool {
+	for _, c := range t.Status.Conditions {
+		if c.Type == typ && c.Reason == reason && c.Message == msg {
+			return false
+		}
+	}
+	next := t.DeepCopy()
+	if next.Status.Phase == "" {
+		next.Status.Phase = v1alpha1.PhasePending
+	}
+	setCondition(&next.Status.TaskStatus, typ, reason, msg, t.Generation)
+	if err := s.client.Status().Update(ctx, next); err != nil {
+		s.log.Debug().Str("task", Path(t.Namespace, t.Name)).Err(err).Msg("condition not written")
+		return false
+	}
+	return true
+}
+
+// setCondition sets a False condition on st.
+func setCondition(st *v1alpha1.TaskStatus, typ, reason, msg string, gen int64) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// sameStatus reports whether two statuses serialize the same (the API
+// server keeps times to the second, as the spool does).
+func sameStatus(a, b *v1alpha1.TaskStatus) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
