@@ -37,6 +37,15 @@ type scan struct {
 	// depends on the memory free); the book changes only in Observe,
 	// under Queue.mu, which the pass holds.
 	learned map[learnKey]governor.Estimate
+	// last is the latest question of each kind and its answer, checked
+	// before the maps: the tasks of a flood come in runs of the same
+	// question, and comparing is cheaper than hashing.
+	lastLearn     learnKey
+	lastLearned   governor.Estimate
+	haveLastLearn bool
+	lastWaitEst   governor.Estimate
+	lastWait      governor.Decision
+	haveLastWait  bool
 }
 
 // learnKey is everything a Learner's estimate of a task depends on besides
@@ -58,6 +67,9 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 	}
 	t := &e.task
 	k := learnKey{est: t.Estimate, profile: t.Profile, mode: t.Mode, kills: e.kills, total: t.ItemsTotal, done: t.ItemsDone, inputBytesPerItem: t.InputBytesPerItem}
+	if s.haveLastLearn && s.lastLearn == k {
+		return q.cappedEstimate(e, s.lastLearned)
+	}
 	est, ok := s.learned[k]
 	if !ok {
 		est = q.learn.Estimate(t, e.kills)
@@ -66,6 +78,7 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 		}
 		s.learned[k] = est
 	}
+	s.lastLearn, s.lastLearned, s.haveLastLearn = k, est, true
 	return q.cappedEstimate(e, est)
 }
 
@@ -136,7 +149,13 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		s.refreshed = true
 	}
 	est := q.lockedPassEstimate(e, s)
+	if s.haveLastWait && s.lastWaitEst == est {
+		q.lockedWaitDecision(e, &s.lastWait)
+		s.waiting = true
+		return true
+	}
 	if d, ok := s.waits[est]; ok {
+		s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
 		q.lockedWaitDecision(e, &d)
 		s.waiting = true
 		return true
@@ -146,6 +165,7 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 	case ok:
 		clear(s.waits) // the budgets changed: every answer may change
 		clear(s.learned)
+		s.haveLastWait, s.haveLastLearn = false, false
 		q.lockedActivate(e, r, d)
 		return false
 	case d.Verdict == governor.Reject:
@@ -156,6 +176,7 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 			s.waits = make(map[governor.Estimate]governor.Decision)
 		}
 		s.waits[est] = d
+		s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
 		q.lockedWaitDecision(e, &d)
 		s.waiting = true
 		return true
