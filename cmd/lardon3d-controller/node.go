@@ -163,6 +163,9 @@ ServiceAccount, see deploy/).`,
 			ProvisionalFraction: provFrac,
 			ProvisionalBytes:    provBytes,
 			BatchPolicy:         batchPolicy,
+			// Progress is committed in the Task before the next batch
+			// starts: a lost node loses only its batches in flight.
+			CommitBeforeNextBatch: true,
 		}, reconcile.Deps{Spool: src, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Logger: log})
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer cancel()

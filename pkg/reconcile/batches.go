@@ -58,6 +58,9 @@ type batchRunner struct {
 	scratch interface{ Create(dir string) error }
 	// cgroups is the subtree of the batches' cgroups; nil without.
 	cgroups *cgroup.Tree
+	// commitFirst makes Start wait until the items before the batch are
+	// committed in the task's status (Config.CommitBeforeNextBatch).
+	commitFirst bool
 
 	mu struct {
 		sync.Mutex
@@ -66,7 +69,17 @@ type batchRunner struct {
 		// the generation still running keeps its own until it ends.
 		tasks   map[string]map[int64]*runInfo
 		running map[*runner.Batch]struct{}
+		// committed is, per task, the generation and the items of it
+		// its written status commits; committedCh is closed (and
+		// replaced) when it grows.
+		committed   map[string]committedMark
+		committedCh chan struct{}
 	}
+}
+
+// committedMark is what a task's written status commits.
+type committedMark struct {
+	generation, items int64
 }
 
 var _ queue.BatchRunner = (*batchRunner)(nil)
@@ -75,7 +88,41 @@ func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(gro
 	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup}
 	b.mu.tasks = make(map[string]map[int64]*runInfo)
 	b.mu.running = make(map[*runner.Batch]struct{})
+	b.mu.committed = make(map[string]committedMark)
+	b.mu.committedCh = make(chan struct{})
 	return b
+}
+
+// noteCommitted records that the status of a task at generation gen, as
+// written (or read from its source), commits items items.
+func (b *batchRunner) noteCommitted(name string, gen, items int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := b.mu.committed[name]
+	if ok && m.generation == gen && m.items >= items {
+		return
+	}
+	b.mu.committed[name] = committedMark{generation: gen, items: items}
+	close(b.mu.committedCh)
+	b.mu.committedCh = make(chan struct{})
+}
+
+// waitCommitted returns once the status of the task at gen commits at
+// least items items, or with ctx's error.
+func (b *batchRunner) waitCommitted(ctx context.Context, name string, gen, items int64) error {
+	for {
+		b.mu.Lock()
+		m, ch := b.mu.committed[name], b.mu.committedCh
+		b.mu.Unlock()
+		if m.generation == gen && m.items >= items {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("task %q: waiting for items [0, %d) to be committed: %w", name, items, context.Cause(ctx))
+		}
+	}
 }
 
 // set records what the batches of generation gen of a task need.
@@ -117,6 +164,7 @@ func (b *batchRunner) forget(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.mu.tasks, name)
+	delete(b.mu.committed, name)
 }
 
 func (b *batchRunner) lookup(name string, gen int64) *runInfo {
@@ -134,6 +182,13 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	end := qb.Start + qb.Size
 	if qb.Start < 0 || end > int64(len(ri.items)) {
 		return nil, fmt.Errorf("task %q: batch items [%d, %d) out of range (%d items)", qb.Task, qb.Start, end, len(ri.items))
+	}
+	if b.commitFirst && qb.Start > 0 {
+		// The batch before this one must be committed in the status
+		// first: a node lost now loses only the batches in flight.
+		if err := b.waitCommitted(ctx, qb.Task, qb.Generation, qb.Start); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(ri.runDir, 0o700); err != nil {
 		return nil, fmt.Errorf("task %q: %w", qb.Task, err)

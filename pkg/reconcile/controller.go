@@ -65,6 +65,12 @@ type Config struct {
 	// default) or BatchEfficient (the least predicted time per item, once
 	// a profile's batches showed larger ones cost more per item).
 	BatchPolicy string
+	// CommitBeforeNextBatch makes a task's next batch wait until the
+	// progress before it is committed in its status (the node agent sets
+	// it: a node lost then loses at most its batches in flight). The spool
+	// mode does not: a crash there re-runs at most the batches since the
+	// last write, and waiting would cost every short batch a write.
+	CommitBeforeNextBatch bool
 }
 
 // The batch policies.
@@ -250,6 +256,7 @@ func New(cfg Config, deps Deps) *Controller {
 		c.metrics = noMetrics{}
 	}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
+	c.batches.commitFirst = cfg.CommitBeforeNextBatch
 	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
 	c.batches.cgroups = deps.Cgroups
 	adm := c.newMachine(deps)
@@ -779,6 +786,7 @@ func (c *Controller) nextGeneration(e *entry, cause string) bool {
 	// The queue's account, when it has one, wins over this status.
 	qt.CarryProgress = carry && e.inQueue
 	c.batches.set(e.name, gen, ri)
+	c.batches.noteCommitted(e.name, gen, qt.ItemsDone) // carried from the status
 	rep, err := c.queue.Replace(qt)
 	if err != nil {
 		c.batches.drop(e.name, gen)
@@ -893,6 +901,7 @@ func (c *Controller) resume(e *entry) {
 	}
 	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
 	c.batches.set(e.name, st.ObservedGeneration, ri)
+	c.batches.noteCommitted(e.name, st.ObservedGeneration, st.Progress.ItemsDone)
 	qt := c.queueTask(e, st.QueueSeq, st.ObservedGeneration, total)
 	qt.InputBytesPerItem = ri.inputPerItem
 	if _, err := c.queue.Replace(qt); err != nil {
@@ -1431,6 +1440,7 @@ func (c *Controller) wrote(e *entry, now time.Time, err error, took time.Duratio
 	}
 	e.urgentAt, e.commit = time.Time{}, false
 	e.lastWrite = now
+	c.batches.noteCommitted(e.name, e.status.ObservedGeneration, e.status.Progress.ItemsDone)
 	c.index.wrote(e.path, e.task, &e.status)
 	e.writeErr, e.writeFailures, e.retryAt = nil, 0, time.Time{}
 	return true

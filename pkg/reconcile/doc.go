@@ -90,7 +90,10 @@
 // cgroups: every process of this user carrying the state directory), then
 // resumes each task from its committed progress:
 // reservations live only in memory, so none leaks. At most the batch in
-// flight at the crash runs again.
+// flight at the crash runs again, and the batches whose end was not
+// written yet; with Config.CommitBeforeNextBatch (the node agent) a batch
+// starts only once the status committing the items before it is written
+// (batchRunner.waitCommitted), so only the batches in flight.
 //
 // The effective generation of a spec is derived, not trusted from the
 // file: status.specHash records the spec the status describes; a different

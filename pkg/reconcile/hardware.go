@@ -38,6 +38,7 @@ func (c *Controller) keepReofferable(e *entry, qt *queue.Task) {
 	ri := runInfoFor(e.task, c.cfg.SpoolDir, c.cfg.StateDir, items)
 	qt.InputBytesPerItem = ri.inputPerItem
 	c.batches.set(e.name, st.ObservedGeneration, ri)
+	c.batches.noteCommitted(e.name, st.ObservedGeneration, st.Progress.ItemsDone)
 }
 
 // reoffered clears what a rejection wrote once the queue offers the task
