@@ -94,8 +94,12 @@ func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(gro
 }
 
 // noteCommitted records that the status of a task at generation gen, as
-// written (or read from its source), commits items items.
+// written (or read from its source), commits items items. Without
+// commitFirst nobody waits for it: nothing is kept.
 func (b *batchRunner) noteCommitted(name string, gen, items int64) {
+	if !b.commitFirst {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m, ok := b.mu.committed[name]
