@@ -108,16 +108,19 @@ func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "Paused:\ttrue\n")
 	}
 	fmt.Fprintf(tw, "Progress:\t%d/%d items, %d batches\n", st.Progress.ItemsDone, st.Progress.ItemsTotal, st.Progress.BatchesDone)
-	if reported, size, ran, ok := runningReport(&st, now); ok {
+	reported, size, ran, running := runningReport(&st, now)
+	if running {
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
 			reported, size, ran.Round(time.Second))
 	}
 	if d, ok := taskETA(&st, learned, now); ok {
 		left := st.Progress.ItemsTotal - st.Progress.ItemsDone
+		// What taskETA priced the items with.
+		paced := running && reported > 0
 		how := "the running batch's pace"
 		if learned != nil && learned.DurationPerItem > 0 {
 			how = fmt.Sprintf("%s per item from the profile's batches", learned.DurationPerItem.Round(time.Millisecond))
-			if _, _, _, ok := runningReport(&st, now); ok {
+			if paced {
 				how += ", and the running batch's pace"
 			}
 		}
