@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,19 +394,38 @@ func TestNodeAgentsSpreadTasks(t *testing.T) {
 	}
 }
 
-// groups are the process groups of the batches an agent has on record
-// (STATE/run/TASK/group-PGID.json).
+// groups are the process groups of the batches an agent has on record:
+// started and not ended in STATE/run/groups.jsonl.
 func (a *nodeAgent) groups(t testing.TB) []int {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(a.state, "run", "*", "group-*.json"))
-	var out []int
-	for _, f := range files {
-		n := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "group-"), ".json")
-		pgid, err := strconv.Atoi(n)
-		if err != nil {
-			t.Fatalf("group file %s", f)
+	data, err := os.ReadFile(filepath.Join(a.state, "run", "groups.jsonl"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	live := map[int]bool{}
+	var order []int
+	for _, line := range strings.Split(string(data), "\n") {
+		var l struct {
+			Start *struct{ PGID int } `json:"start"`
+			End   *struct{ PGID int } `json:"end"`
 		}
-		out = append(out, pgid)
+		if line == "" || json.Unmarshal([]byte(line), &l) != nil {
+			continue
+		}
+		switch {
+		case l.Start != nil:
+			live[l.Start.PGID] = true
+			order = append(order, l.Start.PGID)
+		case l.End != nil:
+			delete(live, l.End.PGID)
+		}
+	}
+	var out []int
+	for _, pgid := range order {
+		if live[pgid] {
+			out = append(out, pgid)
+			delete(live, pgid)
+		}
 	}
 	return out
 }

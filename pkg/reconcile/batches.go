@@ -61,6 +61,11 @@ type batchRunner struct {
 	// commitFirst makes Start wait until the items before the batch are
 	// committed in the task's status (Config.CommitBeforeNextBatch).
 	commitFirst bool
+	// journal records the process groups in flight (set by Run, after
+	// what a previous controller left is handled).
+	journal *groupJournal
+	// spares recycles the items files' inodes.
+	spares *runner.Spares
 
 	mu struct {
 		sync.Mutex
@@ -85,7 +90,7 @@ type committedMark struct {
 var _ queue.BatchRunner = (*batchRunner)(nil)
 
 func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(groupNote)) *batchRunner {
-	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup}
+	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup, spares: runner.NewSpares()}
 	b.mu.tasks = make(map[string]map[int64]*runInfo)
 	b.mu.running = make(map[*runner.Batch]struct{})
 	b.mu.committed = make(map[string]committedMark)
@@ -194,9 +199,6 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(ri.runDir, 0o700); err != nil {
-		return nil, fmt.Errorf("task %q: %w", qb.Task, err)
-	}
 	c := qb.Contract
 	if c.ScratchDir != "" && b.scratch != nil {
 		if err := b.scratch.Create(c.ScratchDir); err != nil {
@@ -219,6 +221,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		Timeout:         qb.Timeout,
 		LogPath:         ri.logPath,
 		RunDir:          ri.runDir,
+		Spares:          b.spares,
 		KillGrace:       b.killGrace,
 		Attempt:         qb.Attempt,
 		Cgroup:          b.cgroups,
@@ -240,8 +243,8 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	if b.onGroup != nil {
 		b.onGroup(groupNote{task: qb.Task, group: rb.Group()})
 	}
-	groupFile := filepath.Join(ri.runDir, fmt.Sprintf("group-%d.json", rb.Group().PGID))
-	if err := writeGroupFile(groupFile, rb.Group()); err != nil {
+	group := rb.Group()
+	if err := b.journal.started(qb.Task, group); err != nil {
 		rb.Cancel()
 		rb.Wait()
 		return nil, fmt.Errorf("task %q: recording the process group: %w", qb.Task, err)
@@ -251,7 +254,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	b.mu.Unlock()
 	go func() {
 		<-rb.Done()
-		_ = os.Remove(groupFile)
+		_ = b.journal.ended(group)
 		b.mu.Lock()
 		delete(b.mu.running, rb)
 		b.mu.Unlock()
@@ -273,25 +276,6 @@ func inputBytes(items []string) int64 {
 	return n
 }
 
-// A file group-PGID.json in a task's run directory records the process
-// group of a batch in flight. It is written before the queue hears of the
-// batch and removed once every process of the group is gone, so a
-// controller killed at any moment leaves the group on record. One file per
-// group: the next batch may start before the last one's file is removed. It
-// needs no fsync: a crash of the machine takes the processes with it.
-
-func writeGroupFile(path string, pg runner.ProcessGroup) error {
-	data, err := json.Marshal(pg)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // StateDirEnv names the variable every batch process carries: the absolute
 // state directory of the controller that started it. A restarted
 // controller finds by it what a crashed one left, even a batch killed
@@ -304,8 +288,33 @@ const StateDirEnv = "LARDON3D_STATE_DIR"
 // of this user carrying the state directory in its environment. It returns
 // how many processes it killed. Every record is removed once handled.
 func killLeftovers(stateDir string, cgroups *cgroup.Tree, log zerolog.Logger) int {
-	files, _ := filepath.Glob(filepath.Join(stateDir, "run", "*", "group-*.json"))
 	total := 0
+	kill := func(task string, pg runner.ProcessGroup) error {
+		n, err := runner.KillLeftover(pg)
+		total += n
+		if n > 0 {
+			log.Info().Str("task", task).Int("pgid", pg.PGID).Int("killed", n).Msg("killed the leftovers of a previous controller")
+		}
+		return err
+	}
+	journal := filepath.Join(stateDir, "run", groupJournalName)
+	lines, err := readGroupJournal(journal)
+	handled := err == nil
+	if err != nil {
+		log.Warn().Str("file", journal).Err(err).Msg("group journal not read to its end")
+	}
+	for _, l := range lines {
+		if err := kill(l.Task, *l.Start); err != nil {
+			log.Warn().Str("task", l.Task).Int("pgid", l.Start.PGID).Err(err).Msg("leftover process group not handled")
+			handled = false
+		}
+	}
+	if handled {
+		_ = os.Remove(journal)
+	} // else kept: a later start tries its groups again
+	// The records of a controller of an earlier version: one file per
+	// group in its task's run directory.
+	files, _ := filepath.Glob(filepath.Join(stateDir, "run", "*", "group-*.json"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		var pg runner.ProcessGroup
@@ -313,12 +322,7 @@ func killLeftovers(stateDir string, cgroups *cgroup.Tree, log zerolog.Logger) in
 			err = json.Unmarshal(data, &pg)
 		}
 		if err == nil {
-			var n int
-			n, err = runner.KillLeftover(pg)
-			total += n
-			if n > 0 {
-				log.Info().Str("task", filepath.Base(filepath.Dir(f))).Int("pgid", pg.PGID).Int("killed", n).Msg("killed the leftovers of a previous controller")
-			}
+			err = kill(filepath.Base(filepath.Dir(f)), pg)
 		}
 		if err != nil {
 			log.Warn().Str("file", f).Err(err).Msg("leftover process group not handled")
@@ -412,6 +416,6 @@ func runInfoFor(t *v1alpha1.Task, spoolDir, stateDir string, items []string) *ru
 		workDir:      v1alpha1.ResolveWorkingDir(t.Spec, spoolDir),
 		items:        items,
 		logPath:      filepath.Join(stateDir, "logs", name+".log"),
-		runDir:       filepath.Join(stateDir, "run", name),
+		runDir:       filepath.Join(stateDir, "run"),
 	}
 }

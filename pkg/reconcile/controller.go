@@ -27,6 +27,9 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
+// DefaultQueuedWriteDelay is Config.QueuedWriteDelay's default.
+const DefaultQueuedWriteDelay = 3 * time.Second
+
 // Config tunes the controller.
 type Config struct {
 	// SpoolDir is the watched directory.
@@ -40,6 +43,13 @@ type Config struct {
 	// that follow it, so that the Reserved→Running→Done of a short task lands
 	// in one write (default 10 ms).
 	PhaseWriteDelay time.Duration
+	// QueuedWriteDelay is how long the first status of a new manifest
+	// that is only queued (Pending, waiting for a worker at most) may wait
+	// for its write (default 3 s): a task that starts meanwhile is written
+	// once, with its phase change, so that thousands of short tasks
+	// dropped at once are not each written twice. Any other reason to
+	// wait, and any phase change, is written as usual.
+	QueuedWriteDelay time.Duration
 	// ExitWhenDone makes Run return once every task is settled.
 	ExitWhenDone bool
 	// WaitForTasks, with ExitWhenDone, keeps Run going until at least this
@@ -187,6 +197,9 @@ type entry struct {
 	// none); lastWrite when the status was last written.
 	urgentAt  time.Time
 	lastWrite time.Time
+	// queuedUntil, for a new manifest never written and only queued, is
+	// when its first write is due at the latest (Config.QueuedWriteDelay).
+	queuedUntil time.Time
 	// waitNumbersAt is when a wait whose reason stayed, with new numbers
 	// in its message, was last scheduled for a write.
 	waitNumbersAt time.Time
@@ -230,6 +243,9 @@ func New(cfg Config, deps Deps) *Controller {
 	}
 	if cfg.PhaseWriteDelay <= 0 {
 		cfg.PhaseWriteDelay = 10 * time.Millisecond
+	}
+	if cfg.QueuedWriteDelay <= 0 {
+		cfg.QueuedWriteDelay = DefaultQueuedWriteDelay
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = 10 * time.Second
@@ -295,6 +311,8 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 	}
 	// Before anything runs again: what a crashed controller left dies.
 	killLeftovers(c.cfg.StateDir, c.batches.cgroups, c.log)
+	c.batches.journal = newGroupJournal(filepath.Join(c.cfg.StateDir, "run"))
+	defer c.batches.journal.close()
 	c.store = openHistory(c.cfg.StateDir, c.book, c.log)
 	defer func() {
 		if c.store != nil {
@@ -813,8 +831,14 @@ func (c *Controller) nextGeneration(e *entry, cause string) bool {
 	if cause != "" {
 		c.setCondition(e, v1alpha1.ConditionRerun, metav1.ConditionTrue, v1alpha1.ReasonDependencyRerun, cause)
 	}
+	fresh := prevPhase == "" && e.lastWrite.IsZero() && cause == ""
 	c.setPhase(e, v1alpha1.PhasePending, "Queued", fmt.Sprintf("queued as generation %d", gen))
 	c.markDirty(e, true)
+	if fresh {
+		// Only queued: written with its first phase change, or once
+		// QueuedWriteDelay has passed.
+		e.urgentAt, e.queuedUntil = time.Time{}, time.Now().Add(c.cfg.QueuedWriteDelay)
+	}
 	if prevPhase == v1alpha1.PhaseDone {
 		c.rerunDependents(e)
 	}
@@ -1181,8 +1205,9 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 				c.markDirty(e, false)
 			}
 		case changed:
-			// The first reason a task waits is worth a write at once.
-			c.markDirty(e, e.lastWrite.IsZero())
+			// The first reason a task waits is worth a write at once,
+			// but for a worker of its own: the queue's normal state.
+			c.markDirty(e, e.lastWrite.IsZero() && !(ev.Reason == queue.ReasonMaxParallel && !e.queuedUntil.IsZero()))
 		}
 	case queue.EventBatchStarted:
 		b := ev.Batch
@@ -1307,6 +1332,8 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 		at := e.lastWrite.Add(c.cfg.ProgressInterval)
 		if !e.urgentAt.IsZero() {
 			at = e.urgentAt.Add(c.cfg.PhaseWriteDelay)
+		} else if e.queuedUntil.After(at) {
+			at = e.queuedUntil
 		}
 		if e.commit {
 			at = now
@@ -1438,7 +1465,7 @@ func (c *Controller) wrote(e *entry, now time.Time, err error, took time.Duratio
 		c.log.Info().Str("task", e.name).Str("file", e.path).Int("attempts", e.writeFailures+1).Msg("status written after failures")
 		c.writeErrorsChanged = true
 	}
-	e.urgentAt, e.commit = time.Time{}, false
+	e.urgentAt, e.commit, e.queuedUntil = time.Time{}, false, time.Time{}
 	e.lastWrite = now
 	c.batches.noteCommitted(e.name, e.status.ObservedGeneration, e.status.Progress.ItemsDone)
 	c.index.wrote(e.path, e.task, &e.status)

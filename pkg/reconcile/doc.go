@@ -84,10 +84,12 @@
 //
 // Crash safety. Before the queue hears of a batch, the batch adapter records
 // its process group (pgid, start time, boot id, and its cgroup when
-// Deps.Cgroups is set) in STATE/run/TASK/group-PGID.json and removes the
-// file once the group is gone. Run starts by killing every group still on
-// record and everything left in a batch cgroup under the subtree (without
-// cgroups: every process of this user carrying the state directory), then
+// Deps.Cgroups is set) as a line of the journal STATE/run/groups.jsonl, and
+// appends its end once the group is gone (groupJournal). Run starts by
+// killing every group started and not ended (and every group a controller
+// of an earlier version left in STATE/run/TASK/group-PGID.json) and
+// everything left in a batch cgroup under the subtree (without cgroups:
+// every process of this user carrying the state directory), then
 // resumes each task from its committed progress:
 // reservations live only in memory, so none leaks. At most the batch in
 // flight at the crash runs again, and the batches whose end was not

@@ -4,7 +4,9 @@
 //
 // What it owns:
 //   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir,
-//     removed when the batch succeeds and kept otherwise;
+//     TASK.batch-INDEX.items, removed when the batch succeeds (with
+//     Spec.Spares: kept as a spare inode for a later batch's file) and kept
+//     otherwise;
 //   - the batch's lines in the task's log file (opened in append mode): a
 //     header "=== batch 3 items 120..155 threads 4 memory 2.2GiB attempt 1
 //     at RFC3339 ===" (the item range is inclusive), the command's stdout and

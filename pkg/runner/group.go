@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -127,6 +128,10 @@ func readStartTicks(fs procfs.FS, pid int) (uint64, error) {
 	}
 	return st.Starttime, nil
 }
+
+// bootID is this boot's id, read once: it cannot change while the
+// process lives.
+var bootID = sync.OnceValue(func() string { return readBootID(procfs.DefaultMountPoint) })
 
 // readBootID returns the kernel's boot id under the proc root, "" when it
 // cannot be read.

@@ -172,7 +172,7 @@ func (b *Batch) start() error {
 	b.cmd = cmd
 	b.started = time.Now()
 	pid := cmd.Process.Pid
-	b.group = ProcessGroup{PGID: pid, BootID: readBootID(procfs.DefaultMountPoint)}
+	b.group = ProcessGroup{PGID: pid, BootID: bootID()}
 	if b.cg != nil {
 		ref := b.cg.Ref()
 		b.group.Cgroup = &ref
@@ -400,7 +400,11 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	ticker := time.NewTicker(s.SampleInterval)
 	defer ticker.Stop()
 	ctxDone, cancelCh := ctx.Done(), b.cancelCh
-	m.sample()
+	if b.cg == nil {
+		// The first scan marks the processes outside the group. A cgroup
+		// needs no reading at the start: the kernel's peak covers it.
+		m.sample()
+	}
 loop:
 	for {
 		select {
@@ -435,7 +439,7 @@ loop:
 	// without one) and wait until no live process remains.
 	stragglers := -1
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		live := m.sample()
+		live := m.live()
 		if live < 0 { // cannot see the group: fall back to a full scan
 			ms, err := groupMembers(b.fs, b.group.PGID)
 			if err != nil {
@@ -514,7 +518,7 @@ loop:
 		ended.Sub(b.started).Round(time.Millisecond), peakText)
 	_ = b.log.Close()
 	if res.ExitCode == 0 && res.Reason == "" {
-		_ = os.Remove(b.itemsFile)
+		s.Spares.put(b.itemsFile)
 	}
 	b.result = res
 }
@@ -575,6 +579,21 @@ func (m *meter) sample() int {
 	} else {
 		m.note(ms)
 		m.b.rss.Store(ms.WorkingSet)
+	}
+	live, err := m.b.cg.Live()
+	if err != nil {
+		m.failed(err)
+		return -1
+	}
+	return len(live)
+}
+
+// live returns the number of live processes, -1 when they cannot be
+// counted: the cgroup's members (final takes its memory readings once
+// they are gone), else a sample of the group.
+func (m *meter) live() int {
+	if m.b.cg == nil {
+		return m.sample()
 	}
 	live, err := m.b.cg.Live()
 	if err != nil {
@@ -774,12 +793,9 @@ func (b *Batch) logf(format string, args ...any) {
 	_, _ = fmt.Fprintf(b.log, format+"\n", args...)
 }
 
-// writeItems writes the batch's items, one per line, to a file in s.RunDir
-// (through a temporary file and a rename) and returns its path.
+// writeItems writes the batch's items, one per line, to its file in
+// s.RunDir (itemsFileName) and returns its path.
 func writeItems(s Spec) (string, error) {
-	if err := os.MkdirAll(s.RunDir, 0o755); err != nil {
-		return "", fmt.Errorf("create run directory: %w", err)
-	}
 	var sb strings.Builder
 	for _, it := range s.Items {
 		if strings.ContainsAny(it, "\n\r") {
@@ -788,22 +804,20 @@ func writeItems(s Spec) (string, error) {
 		sb.WriteString(it)
 		sb.WriteByte('\n')
 	}
-	name := filepath.Join(s.RunDir, fmt.Sprintf("batch-%06d.items", s.BatchIndex))
-	tmp, err := os.CreateTemp(s.RunDir, ".items-*")
-	if err != nil {
-		return "", fmt.Errorf("write items file: %w", err)
+	if err := os.MkdirAll(s.RunDir, 0o700); err != nil {
+		return "", fmt.Errorf("create run directory: %w", err)
 	}
-	_, werr := tmp.WriteString(sb.String())
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return "", fmt.Errorf("write items file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		_ = os.Remove(tmp.Name())
+	name := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex))
+	if err := writeItemsFile(s.Spares, name, []byte(sb.String())); err != nil {
 		return "", fmt.Errorf("write items file: %w", err)
 	}
 	return name, nil
+}
+
+// itemsFileName names the items file of a task's batch: TASK.batch-INDEX.items,
+// a path separator in the name made harmless.
+func itemsFileName(task string, index int64) string {
+	return fmt.Sprintf("%s.batch-%06d.items", strings.ReplaceAll(task, "/", "_"), index)
 }
 
 // itemRange renders the batch's item indices, inclusive: "120..155".

@@ -218,7 +218,7 @@ func TestLogHeadersAppendAndNonZeroExit(t *testing.T) {
 	if !strings.Contains(log, "out-0\nerr\n") || !strings.Contains(log, "out-1\nerr\n") {
 		t.Errorf("stdout and stderr of both batches not in the log:\n%s", log)
 	}
-	if _, err := os.Stat(filepath.Join(s.RunDir, "batch-000001.items")); err != nil {
+	if _, err := os.Stat(filepath.Join(s.RunDir, itemsFileName(s.Task, 1))); err != nil {
 		t.Errorf("items file of a failed batch not kept: %v", err)
 	}
 }

@@ -95,8 +95,12 @@ type Spec struct {
 	Timeout time.Duration
 	// LogPath is the task's log file, opened in append mode.
 	LogPath string
-	// RunDir is where the items file is written (created when missing).
+	// RunDir is where the items file is written (created when missing),
+	// as TASK.batch-INDEX.items.
 	RunDir string
+	// Spares, when set, recycles the inodes of items files (see Spares);
+	// nil creates each file and unlinks it after a successful batch.
+	Spares *Spares
 	// KillGrace is the time between SIGTERM and SIGKILL on cancel and
 	// timeout; 0 means DefaultKillGrace.
 	KillGrace time.Duration
