@@ -15,9 +15,10 @@ KUBE_ASSETS = $${LARDON3D_KUBE_ASSETS:-$$(bash hack/kube-test-binaries.sh)}
 
 all: build
 
-## build: compile the controller and the synthetic step into bin/
+## build: compile the controller, its node agent and the synthetic step into bin/
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -tags lardon3d_node -o $(BIN)/lardon3d-controller-node ./cmd/lardon3d-controller
 
 ## run: run the example pipeline in a fresh spool until every task is Done
 run: build
@@ -31,6 +32,7 @@ test: vet fmt-check unit
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags lardon3d_node ./cmd/lardon3d-controller
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

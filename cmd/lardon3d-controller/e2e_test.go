@@ -43,6 +43,9 @@ func binaries(t testing.TB) string {
 			return
 		}
 		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/lardon3d/lardon3d-controller/cmd/...").CombinedOutput()
+		if err == nil {
+			out, err = exec.Command("go", "build", "-tags", "lardon3d_node", "-o", filepath.Join(dir, nodeBinary), "github.com/lardon3d/lardon3d-controller/cmd/lardon3d-controller").CombinedOutput()
+		}
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -51,7 +54,7 @@ func binaries(t testing.TB) string {
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
-	for _, b := range []string{"lardon3d-controller", "lardon3d-synth"} {
+	for _, b := range []string{"lardon3d-controller", nodeBinary, "lardon3d-synth"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			t.Fatalf("binary %s missing in %s: %v", b, binDir, err)
 		}

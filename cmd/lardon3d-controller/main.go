@@ -49,6 +49,11 @@ const exitCodesHelp = `Exit codes:
        settled; every status is written, a new run continues
   143  likewise, stopped by SIGTERM`
 
+// nodeBinary is the companion binary that holds the node agent (node.go,
+// built with -tags lardon3d_node): the spool-mode binary does not link
+// client-go and controller-runtime.
+const nodeBinary = "lardon3d-controller-node"
+
 // globals are the flags every verb shares.
 type globals struct {
 	spool     string

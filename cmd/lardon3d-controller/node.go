@@ -1,3 +1,11 @@
+//go:build lardon3d_node
+
+// The node agent links client-go and controller-runtime, whose size and
+// start-up cost (the binary's pages, every API group's registration) the
+// spool-mode verbs should not pay: it is built into a companion binary,
+// lardon3d-controller-node (`-tags lardon3d_node`), which the default
+// binary's `node` verb runs (node_stub.go).
+
 package main
 
 import (
@@ -26,6 +34,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
+// newNodeCommand is the node verb itself.
 func newNodeCommand(g *globals) *cobra.Command {
 	var (
 		kubeconfig     string
