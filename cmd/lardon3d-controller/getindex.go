@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
-	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
 // indexedOutput reports whether get's output o renders from a task's
@@ -46,20 +45,14 @@ func readSpoolListed(dir string) ([]manifestFile, error) {
 	if err != nil {
 		return readSpool(dir)
 	}
-	out := make([]manifestFile, 0, len(ents))
-	for _, de := range ents {
-		if !spool.IsManifestName(de.Name()) {
-			continue
-		}
-		path := filepath.Join(dir, de.Name())
-		if row, ok := idx[de.Name()]; ok {
+	out := readManifests(manifestPaths(dir, ents), func(path string) manifestFile {
+		if row, ok := idx[filepath.Base(path)]; ok {
 			if v, err := reconcile.VersionOf(path); err == nil && v == row.Version {
-				out = append(out, manifestFile{path: path, task: row.Task})
-				continue
+				return manifestFile{path: path, task: row.Task}
 			}
 		}
-		out = append(out, readManifest(path))
-	}
+		return readManifest(path)
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
 	return out, nil
 }

@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
@@ -34,15 +37,37 @@ func readSpool(dir string) ([]manifestFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
-	var out []manifestFile
-	for _, de := range ents {
-		if !spool.IsManifestName(de.Name()) {
-			continue
-		}
-		out = append(out, readManifest(filepath.Join(dir, de.Name())))
-	}
+	out := readManifests(manifestPaths(dir, ents), readManifest)
 	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
 	return out, nil
+}
+
+// manifestPaths are the paths of the manifests among a listing of dir.
+func manifestPaths(dir string, ents []fs.DirEntry) []string {
+	var paths []string
+	for _, de := range ents {
+		if spool.IsManifestName(de.Name()) {
+			paths = append(paths, filepath.Join(dir, de.Name()))
+		}
+	}
+	return paths
+}
+
+// readManifests reads the manifests at paths with read, on every CPU (a
+// listing of ten thousand files is that many parses), in their order.
+func readManifests(paths []string, read func(string) manifestFile) []manifestFile {
+	out := make([]manifestFile, len(paths))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(paths); i = int(next.Add(1)) - 1 {
+				out[i] = read(paths[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // checkSpoolDir fails unless dir is a directory (through symlinks): a

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -478,8 +479,20 @@ type jsonField struct {
 	Index     int
 }
 
-// jsonFields maps the json names of t's exported fields to the fields.
+// fieldsOf caches jsonFields per struct type (read-only once stored).
+var fieldsOf sync.Map // reflect.Type -> map[string]jsonField
+
+// jsonFields maps the json names of t's exported fields to the fields; the
+// map is shared, never to be modified.
 func jsonFields(t reflect.Type) map[string]jsonField {
+	if m, ok := fieldsOf.Load(t); ok {
+		return m.(map[string]jsonField)
+	}
+	m, _ := fieldsOf.LoadOrStore(t, computeJSONFields(t))
+	return m.(map[string]jsonField)
+}
+
+func computeJSONFields(t reflect.Type) map[string]jsonField {
 	out := map[string]jsonField{}
 	for i := range t.NumField() {
 		f := t.Field(i)
