@@ -16,7 +16,7 @@ import (
 // that the edit is checked with instead: the same splice (same offsets,
 // same lead) with the placeholder in place of the block decodes, outside
 // the status entry, to what the real edit decodes to, and fails exactly
-// when it fails, because what the parser does outside the entry does not
+// when it fails (but for the alias limit below), because what the parser does outside the entry does not
 // depend on what is inside it, only on what both blocks share:
 //
 //   - the first line, pad + "status:" + nl, identical: the parser reaches
@@ -34,13 +34,13 @@ import (
 //     scalar. A plain scalar scans on into the following lines (blank
 //     lines, and a tab in their indentation is an error or not depending on
 //     the innermost indentation), a double-quoted one does not (there a tab
-//     at a line's start is always an error). This is why a one-line
+//     after a line's leading spaces is always an error). This is why a one-line
 //     "status:\n  phase: Pending" placeholder would not do: after a block
 //     ending with "    itemsTotal: 0", the line "   \t" (three spaces, a
 //     tab) is refused by both parsers, and after "  phase: Pending" taken;
 //   - no anchor, alias, tag, comment or document marker in either block
-//     (the emitter's keys are words, its plain scalars start with a letter
-//     or a digit, everything else is double-quoted on one line; checkBlock
+//     (the emitter's keys are words, its plain scalars start with a letter,
+//     a digit or '-', everything else is double-quoted on one line; checkBlock
 //     proves the block decodes to the status, which a stray anchor or tag
 //     would change), so nothing after the entry can refer into it and
 //     nothing in it can refer out;
@@ -58,15 +58,18 @@ import (
 // parser enters it in the same state as alone (the first point) and reads
 // no byte before it again.
 //
-// What the full check proved and this one does not: that yaml.v3, not only
-// the YAMLToJSON reader of checkBlock, reads the block. Every later write
+// What the full check proved and this one does not: that yaml.v3 (which
+// ParseManifest uses), not only the YAMLToJSON reader of checkBlock, reads
+// the block. Every later write
 // (replaceStatusAt) already relies on that without a check; it is the
 // emitter's tested property (TestEmitStatusRoundTrip reads every emitted
 // block with yaml.v3). And one way the checks differ, in the safe
-// direction: both yaml libraries refuse a document whose decoded nodes are
-// more than 99 % alias expansions; the real block's forty-odd nodes lower
-// that ratio, the placeholder's few do not, so a file at that limit may be
-// refused here where the full check took it. FuzzPlaceholderCheck
+// direction: both yaml libraries refuse, against alias bombs, a document
+// whose decoded nodes are nearly all (99 % in a small file) alias
+// expansions, counting as they go; the real block's forty-odd nodes lower
+// that ratio, the placeholder's few do not, so a file just at that limit,
+// with the status entry before its aliases, may be refused here where the
+// full check took it (TestPlaceholderAliasLimit). FuzzPlaceholderCheck
 // compares the two checks on arbitrary files.
 //
 // placeholder returns that block for the real block (its final line ending

@@ -287,3 +287,39 @@ func FuzzPlaceholderCheck(f *testing.F) {
 		comparePlaceholder(t, src, st)
 	})
 }
+
+// TestPlaceholderAliasLimit: the one known difference between the checks
+// (see placeholder) is in the safe direction. A file whose decoding is
+// nearly all alias expansion is refused by the parsers' limit against
+// alias bombs once expansions pass 99 % of the decoded nodes; the status
+// block's nodes count, so as the padding grows the full check starts
+// taking the file a little before the placeholder check does, and the
+// placeholder check never takes one the full check refuses.
+func TestPlaceholderAliasLimit(t *testing.T) {
+	st := shapedStatus("Running", "m", 0)
+	differ := 0
+	for pad := 68; pad <= 82; pad++ {
+		var b strings.Builder
+		b.WriteString("status: [" + strings.Repeat("1, ", 10) + "1]\n")
+		b.WriteString("p: [" + strings.Repeat("1, ", pad) + "1]\n")
+		b.WriteString("a: &a [" + strings.Repeat("x, ", 9) + "x]\n")
+		b.WriteString("c: &c [" + strings.Repeat("*a, ", 9) + "*a]\n")
+		b.WriteString("e: &e [" + strings.Repeat("*c, ", 9) + "*c]\n")
+		b.WriteString("b: [" + strings.Repeat("*e, ", 9) + "*e]\n")
+		src := []byte(b.String())
+		_, fast := replaceStatus(src, st)
+		_, full := replaceStatusFullCheck(src, st)
+		switch {
+		case fast == nil && full != nil:
+			t.Fatalf("pad %d: the placeholder check takes a file the full check refuses: %v", pad, full)
+		case fast != nil && full == nil:
+			if !strings.Contains(fast.Error(), "aliasing") {
+				t.Fatalf("pad %d: only the full check takes the file, not for the alias limit: %v", pad, fast)
+			}
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Errorf("no file at the alias limit that only the full check takes: the comment of placeholder is out of date")
+	}
+}
