@@ -323,3 +323,27 @@ func TestPlaceholderAliasLimit(t *testing.T) {
 		t.Errorf("no file at the alias limit that only the full check takes: the comment of placeholder is out of date")
 	}
 }
+
+// TestCheckBlockRefuses: the emitter's self-check takes the block emitted
+// for the status and refuses every block that reads as something else.
+func TestCheckBlockRefuses(t *testing.T) {
+	st := shapedStatus("Running", "m", 1|16)
+	block := string(emitStatus(st))
+	if err := checkBlock([]byte(block), st); err != nil {
+		t.Fatalf("the emitted block is refused: %v\n%s", err, block)
+	}
+	for name, bad := range map[string]string{
+		"another value":   strings.Replace(block, "phase: Running", "phase: Done", 1),
+		"a number quoted": strings.Replace(block, "queueSeq: 7", `queueSeq: "7"`, 1),
+		"a field missing": strings.Replace(block, "  queueSeq: 7\n", "", 1),
+		"a field more":    strings.Replace(block, "  queueSeq: 7\n", "  queueSeq: 7\n  extra: 1\n", 1),
+		"another entry":   block + "other: 1\n",
+		"key in capitals": "Status:" + strings.TrimPrefix(block, "status:"),
+		"null status":     "status: null\n",
+		"not YAML":        block + "  - [\n",
+	} {
+		if err := checkBlock([]byte(bad), st); !errors.Is(err, ErrNotRewritable) {
+			t.Errorf("%s: %v, want refused\n%s", name, err, bad)
+		}
+	}
+}

@@ -234,7 +234,7 @@ func (d *doc) statusBlock(status *v1alpha1.TaskStatus) []byte {
 // checkBlock is the self-check of the emitter: block, read the way every
 // client reads a manifest (YAML to JSON), must be status's JSON form: one
 // mapping whose only key is "status", holding the values json.Marshal
-// gives for status (numbers compared as written).
+// gives for status (its numbers as the same JSON text).
 func checkBlock(block []byte, status *v1alpha1.TaskStatus) error {
 	j, err := yaml.YAMLToJSON(block)
 	if err != nil {
@@ -276,8 +276,7 @@ type edited struct {
 
 // statusLayout is a version of a file whose status entry is known: the
 // result of an earlier edit, whose user part (every byte but the status
-// entry) passed the whole-file self-check (made with a placeholder block,
-// check.go).
+// entry) passed the first write-back's self-check (replaceStatus).
 type statusLayout struct {
 	sum        [sha256.Size]byte
 	start, end int
