@@ -132,3 +132,22 @@ func BenchmarkWriteStatuses(b *testing.B) {
 		})
 	}
 }
+
+// smallManifest is a trivial 10-line manifest without status: the first
+// write-back into such a file costs the whole-file check, and its status
+// block is bigger than the user's part.
+const smallManifest = "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: t-00000\nspec:\n  command: [\"/bin/true\"]\n  items: {count: 1}\n  resources:\n    fixed: {memory: 1Mi}\n    threads: 1\n"
+
+// BenchmarkReplaceStatusFirst is the first write-back into a small file
+// (layout unknown: parse, emit, check).
+func BenchmarkReplaceStatusFirst(b *testing.B) {
+	src := []byte(smallManifest)
+	st := benchStatus()
+	b.ReportAllocs()
+	for b.Loop() {
+		st.Progress.ItemsDone++
+		if _, err := ReplaceStatus(src, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
