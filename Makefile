@@ -65,6 +65,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./pkg/apis/v1alpha1
 	$(GO) test -run '^$$' -fuzz '^FuzzReplaceStatus$$' -fuzztime $(FUZZTIME) ./pkg/spool
 	$(GO) test -run '^$$' -fuzz '^FuzzSetSpecPaused$$' -fuzztime $(FUZZTIME) ./pkg/spool
+	$(GO) test -run '^$$' -fuzz '^FuzzPlaceholderCheck$$' -fuzztime $(FUZZTIME) ./pkg/spool
+	$(GO) test -run '^$$' -fuzz '^FuzzEmitScalars$$' -fuzztime $(FUZZTIME) ./pkg/spool
 	$(GO) test -run '^$$' -fuzz '^FuzzProgressReader$$' -fuzztime $(FUZZTIME) ./pkg/runner
 
 ## schemas: regenerate schemas/task.schema.json from the Go types

@@ -3,10 +3,11 @@
 // of its own, under the batch's contract.
 //
 // What it owns:
-//   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir,
-//     TASK.batch-INDEX.items, removed when the batch succeeds (with
-//     Spec.Spares: kept as a spare inode for a later batch's file) and kept
-//     otherwise;
+//   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir:
+//     with Spec.Spares a pool file rewritten in place by the next batch once
+//     this one succeeds, without TASK.batch-INDEX.items, unlinked once it
+//     succeeds; the items of a batch that fails are kept as
+//     TASK.batch-INDEX.items;
 //   - the batch's lines in the task's log file (opened in append mode): a
 //     header "=== batch 3 items 120..155 threads 4 memory 2.2GiB attempt 1
 //     at RFC3339 ===" (the item range is inclusive), the command's stdout and

@@ -100,6 +100,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	fail := func(err error) (*Batch, error) {
 		b.logf("=== batch %d could not start: %v ===", s.BatchIndex, err)
 		_ = logf.Close()
+		_ = os.Rename(itemsFile, filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex))) // kept, out of the pool
 		if b.cg != nil {
 			_, _ = b.cg.Kill(time.Second)
 			_ = b.cg.Remove()
@@ -519,6 +520,11 @@ loop:
 	_ = b.log.Close()
 	if res.ExitCode == 0 && res.Reason == "" {
 		s.Spares.put(b.itemsFile)
+	} else if kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); kept != b.itemsFile {
+		// Kept for a look, out of the pool, under the batch's own name.
+		if err := os.Rename(b.itemsFile, kept); err == nil {
+			b.itemsFile = kept
+		}
 	}
 	b.result = res
 }
@@ -793,8 +799,8 @@ func (b *Batch) logf(format string, args ...any) {
 	_, _ = fmt.Fprintf(b.log, format+"\n", args...)
 }
 
-// writeItems writes the batch's items, one per line, to its file in
-// s.RunDir (itemsFileName) and returns its path.
+// writeItems writes the batch's items, one per line, to a file in s.RunDir
+// (a pool file of s.Spares, else itemsFileName) and returns its path.
 func writeItems(s Spec) (string, error) {
 	var sb strings.Builder
 	for _, it := range s.Items {
@@ -807,8 +813,8 @@ func writeItems(s Spec) (string, error) {
 	if err := os.MkdirAll(s.RunDir, 0o700); err != nil {
 		return "", fmt.Errorf("create run directory: %w", err)
 	}
-	name := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex))
-	if err := writeItemsFile(s.Spares, name, []byte(sb.String())); err != nil {
+	name, err := writeItemsFile(s.Spares, s.RunDir, itemsFileName(s.Task, s.BatchIndex), []byte(sb.String()))
+	if err != nil {
 		return "", fmt.Errorf("write items file: %w", err)
 	}
 	return name, nil

@@ -7,37 +7,39 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"regexp"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// Spares recycles the inodes of items files. A successful batch's items
-// file is renamed to a spare name in its directory instead of being
-// unlinked, and the next batch renames a spare to its own name and
-// rewrites it, so that thousands of short batches create and delete no
-// file: on ext4 without a journal the inode allocator skips every inode
-// deleted in the last minutes, and each creation then costs a walk over
-// all of them. A spare holds stale items only; it is never read.
+// Spares recycles the items files of successful batches: their inodes are
+// rewritten in place by later batches (of any task) instead of being
+// created and unlinked, so that thousands of short batches create and
+// delete no file: on ext4 without a journal the inode allocator skips every
+// inode deleted in the last minutes, and each creation then costs a walk
+// over all of them; rewriting in place within the file's first block frees
+// and allocates no block either.
 //
-// One Spares serves any number of directories; the spares a killed
-// process left (by their name pattern) are adopted on the first use of a
-// directory. The zero value is not usable: use NewSpares. A nil *Spares
-// creates and unlinks every items file.
+// A pooled file is named items-TOKEN-N in its directory. A batch that
+// fails keeps its items under TASK.batch-INDEX.items instead (renamed out
+// of the pool). The pool files a killed process left (by their name
+// pattern) are adopted on the first use of a directory. The zero value is
+// not usable: use NewSpares. A nil *Spares creates and unlinks every items
+// file, named TASK.batch-INDEX.items.
 type Spares struct {
-	token string // names this process's new spares
+	token string // names this process's new pool files
 	mu    sync.Mutex
-	free  map[string][]string // directory -> spare names in it
+	free  map[string][]string // directory -> free pool files in it
 	seq   int
 }
 
-// maxSpares bounds the spares kept per directory; beyond, a file is
-// unlinked as without a pool.
+// maxSpares bounds the free pool files kept per directory; beyond, a file
+// is unlinked as without a pool.
 const maxSpares = 64
 
-// sparePrefix starts every spare's name.
-const sparePrefix = ".lardon3d-spare-"
+// poolName matches the name of a pool file (items-TOKEN-N).
+var poolName = regexp.MustCompile(`^items-[0-9a-f]{8}-[0-9]+$`)
 
 // NewSpares returns an empty pool.
 func NewSpares() *Spares {
@@ -46,60 +48,45 @@ func NewSpares() *Spares {
 	return &Spares{token: hex.EncodeToString(b[:]), free: map[string][]string{}}
 }
 
-// take renames a spare of dir to name and returns true, or false when dir
-// has none (or the rename failed: the caller creates the file).
-func (p *Spares) take(dir, name string) bool {
+// take returns a free pool file of dir (true), or a new pool file's name
+// (false: the caller creates it); fallback, the name without a pool.
+func (p *Spares) take(dir, fallback string) (name string, reused bool) {
 	if p == nil {
-		return false
+		return fallback, false
 	}
-	for {
-		p.mu.Lock()
-		names, seen := p.free[dir]
-		if !seen {
-			names = adoptSpares(dir)
-		}
-		if len(names) == 0 {
-			p.free[dir] = names
-			p.mu.Unlock()
-			return false
-		}
-		spare := names[len(names)-1]
-		p.free[dir] = names[:len(names)-1]
-		p.mu.Unlock()
-		if err := os.Rename(filepath.Join(dir, spare), name); err == nil {
-			return true
-		}
-		// Gone (someone cleaned the directory): try the next one.
-	}
-}
-
-// put makes the file at path a spare of its directory, or unlinks it when
-// the directory has enough spares or the rename fails.
-func (p *Spares) put(path string) {
-	if p == nil {
-		_ = os.Remove(path)
-		return
-	}
-	dir := filepath.Dir(path)
 	p.mu.Lock()
-	if len(p.free[dir]) >= maxSpares {
-		p.mu.Unlock()
-		_ = os.Remove(path)
-		return
+	defer p.mu.Unlock()
+	names, seen := p.free[dir]
+	if !seen {
+		names = adoptSpares(dir)
 	}
+	if n := len(names); n > 0 {
+		p.free[dir] = names[:n-1]
+		return names[n-1], true
+	}
+	p.free[dir] = names
 	p.seq++
-	spare := fmt.Sprintf("%s%s-%d", sparePrefix, p.token, p.seq)
-	p.mu.Unlock()
-	if err := unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, filepath.Join(dir, spare), unix.RENAME_NOREPLACE); err != nil {
-		_ = os.Remove(path)
-		return
-	}
-	p.mu.Lock()
-	p.free[dir] = append(p.free[dir], spare)
-	p.mu.Unlock()
+	return fmt.Sprintf("items-%s-%d", p.token, p.seq), false
 }
 
-// adoptSpares lists the spares already in dir (left by an earlier
+// put returns the items file at path to the pool (or unlinks it when the
+// directory has enough free files, or without a pool).
+func (p *Spares) put(path string) {
+	dir, name := filepath.Split(path)
+	dir = filepath.Clean(dir)
+	if p != nil && poolName.MatchString(name) {
+		p.mu.Lock()
+		if len(p.free[dir]) < maxSpares {
+			p.free[dir] = append(p.free[dir], name)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+	}
+	_ = os.Remove(path)
+}
+
+// adoptSpares lists the pool files already in dir (left by an earlier
 // process), at most maxSpares of them.
 func adoptSpares(dir string) []string {
 	ents, err := os.ReadDir(dir)
@@ -108,30 +95,45 @@ func adoptSpares(dir string) []string {
 	}
 	var names []string
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), sparePrefix) && e.Type().IsRegular() && len(names) < maxSpares {
+		if poolName.MatchString(e.Name()) && e.Type().IsRegular() && len(names) < maxSpares {
 			names = append(names, e.Name())
 		}
 	}
 	return names
 }
 
-// writeItemsFile writes data to path, through a spare of its directory
-// when there is one: an existing inode renamed to path, truncated and
-// rewritten. Nothing reads the file before the batch starts, so it needs
-// no temp file; a leftover of a killed controller under the same name is
-// overwritten.
-func writeItemsFile(p *Spares, path string, data []byte) error {
-	flags := os.O_WRONLY | os.O_TRUNC | unix.O_NOFOLLOW
-	if !p.take(filepath.Dir(path), path) {
-		flags |= os.O_CREATE
+// writeItemsFile writes data to an items file in dir and returns its path:
+// a free pool file rewritten in place when there is one, else a new file
+// (a pool file's name with a pool, fallback without). Nothing reads the
+// file before the batch starts, so it needs no temp file; a leftover of a
+// killed controller under the same name is overwritten.
+func writeItemsFile(p *Spares, dir, fallback string, data []byte) (string, error) {
+	name, reused := p.take(dir, fallback)
+	path := filepath.Join(dir, name)
+	if reused {
+		if err := rewriteInPlace(path, data); err == nil {
+			return path, nil
+		}
+		// Gone or broken: a new file under a new name.
+		name, _ = p.take(dir, fallback)
+		path = filepath.Join(dir, name)
 	}
-	f, err := os.OpenFile(path, flags, 0o600)
-	if errors.Is(err, os.ErrNotExist) && flags&os.O_CREATE == 0 {
-		f, err = os.OpenFile(path, flags|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", err
 	}
+	_, werr := f.Write(data)
+	return path, errors.Join(werr, f.Close())
+}
+
+// rewriteInPlace writes data over the file at path from offset 0 and cuts
+// it to its length: within the first block nothing is freed or allocated.
+func rewriteInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write(data)
-	return errors.Join(werr, f.Close())
+	_, werr := f.WriteAt(data, 0)
+	terr := f.Truncate(int64(len(data)))
+	return errors.Join(werr, terr, f.Close())
 }

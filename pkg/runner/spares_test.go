@@ -19,76 +19,86 @@ func inodeOf(t *testing.T, path string) uint64 {
 }
 
 // TestItemsFilesRecycleTheirInode: with Spares, the items files of
-// successive batches (of any task) are one inode renamed and rewritten,
+// successive batches (of any task) are one pool file rewritten in place,
 // each holding its own batch's items when its command reads it; a failed
-// batch keeps its file under its name; a new pool adopts the spares an
-// earlier process left.
+// batch keeps its items under TASK.batch-INDEX.items, out of the pool; a
+// new pool adopts the pool files an earlier process left.
 func TestItemsFilesRecycleTheirInode(t *testing.T) {
 	spares := NewSpares()
 	s := testSpec(t, "sh", "-c", `cat "$LARDON3D_ITEMS_FILE"; ls -i "$LARDON3D_ITEMS_FILE"`)
 	s.Spares = spares
 	var inodes []string
-	for i, items := range [][]string{{"a", "b"}, {"c"}, {"d", "e", "f"}} {
+	var pooled string
+	for i, items := range [][]string{{"a", "b", "c"}, {"d"}, {"e", "f"}} {
 		s.Task, s.BatchIndex, s.Items = []string{"t1", "t2", "t1"}[i], int64(i), items
 		b := start(t, s)
 		if res := b.Wait(); res.ExitCode != 0 {
 			t.Fatalf("batch %d: %+v", i, res)
 		}
-		if _, err := os.Stat(b.ItemsFile()); !os.IsNotExist(err) {
-			t.Errorf("batch %d: items file %s still under its name after success (%v)", i, b.ItemsFile(), err)
+		if i == 0 {
+			pooled = b.ItemsFile()
+		} else if b.ItemsFile() != pooled {
+			t.Errorf("batch %d's items file %s, want the pool file %s", i, b.ItemsFile(), pooled)
 		}
 		log := readLog(t, s)
 		if !strings.Contains(log, strings.Join(items, "\n")+"\n") {
 			t.Errorf("batch %d read other items than %v:\n%s", i, items, log)
 		}
-		lines := strings.Split(strings.TrimSpace(log), "\n")
-		for _, l := range lines {
+		for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
 			if strings.HasSuffix(l, b.ItemsFile()) {
 				inodes = append(inodes, strings.Fields(l)[0])
 			}
 		}
+		if data, err := os.ReadFile(pooled); err != nil || string(data) != strings.Join(items, "\n")+"\n" {
+			t.Errorf("batch %d: the pool file holds %q (%v), cut to its items", i, data, err)
+		}
 	}
-	if len(inodes) != 3 || inodes[0] != inodes[1] || inodes[1] != inodes[2] {
+	// The log holds every batch's line so far: 1, then 2, then 3.
+	if len(inodes) != 6 || strings.Count(strings.Join(inodes, " "), inodes[0]) != 6 {
 		t.Errorf("items files' inodes %v, want one inode for the three batches", inodes)
 	}
-	spareNames, _ := filepath.Glob(filepath.Join(s.RunDir, sparePrefix+"*"))
-	if len(spareNames) != 1 {
-		t.Fatalf("spares %v, want one", spareNames)
-	}
-	spareIno := inodeOf(t, spareNames[0])
+	ino := inodeOf(t, pooled)
 
-	// A failed batch keeps its file, the spare's inode under its name.
+	// A failed batch keeps its file, the pool's inode under its own name.
 	s.Task, s.BatchIndex, s.Items, s.Command = "t3", 0, []string{"x"}, []string{"false"}
 	b := start(t, s)
 	if res := b.Wait(); res.ExitCode != 1 {
 		t.Fatalf("failed batch: %+v", res)
 	}
-	if got := inodeOf(t, b.ItemsFile()); got != spareIno {
-		t.Errorf("the failed batch's file has inode %d, want the spare's %d", got, spareIno)
+	if want := filepath.Join(s.RunDir, itemsFileName("t3", 0)); b.ItemsFile() != want {
+		t.Errorf("the failed batch's items file is %s, want %s", b.ItemsFile(), want)
 	}
-	data, err := os.ReadFile(b.ItemsFile())
-	if err != nil || string(data) != "x\n" {
+	if got := inodeOf(t, b.ItemsFile()); got != ino {
+		t.Errorf("the failed batch's file has inode %d, want the pool file's %d", got, ino)
+	}
+	if data, err := os.ReadFile(b.ItemsFile()); err != nil || string(data) != "x\n" {
 		t.Errorf("failed batch's items file %q (%v), want \"x\\n\"", data, err)
+	}
+	if _, err := os.Stat(pooled); !os.IsNotExist(err) {
+		t.Errorf("the pool file is still there after a failed batch took it: %v", err)
 	}
 
 	// A pool of a later process adopts what is left in the directory.
-	if err := os.Rename(b.ItemsFile(), filepath.Join(s.RunDir, sparePrefix+"old-1")); err != nil {
+	left := filepath.Join(s.RunDir, "items-0123abcd-1")
+	if err := os.Rename(b.ItemsFile(), left); err != nil {
 		t.Fatal(err)
 	}
 	s.Spares, s.Task, s.Command = NewSpares(), "t4", []string{"true"}
 	b = start(t, s)
-	path := b.ItemsFile()
-	if got := inodeOf(t, path); got != spareIno {
-		t.Errorf("a new pool's first file has inode %d, want the adopted spare's %d", got, spareIno)
+	if b.ItemsFile() != left || inodeOf(t, left) != ino {
+		t.Errorf("a new pool's first file is %s, want the adopted %s", b.ItemsFile(), left)
 	}
 	b.Wait()
 }
 
-// TestItemsFilesWithoutSpares: without a pool each file is created and
-// unlinked after success.
+// TestItemsFilesWithoutSpares: without a pool each file is created under
+// TASK.batch-INDEX.items and unlinked after success.
 func TestItemsFilesWithoutSpares(t *testing.T) {
 	s := testSpec(t, "true")
 	b := start(t, s)
+	if want := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); b.ItemsFile() != want {
+		t.Errorf("items file %s, want %s", b.ItemsFile(), want)
+	}
 	b.Wait()
 	ents, err := os.ReadDir(s.RunDir)
 	if err != nil || len(ents) != 0 {

@@ -135,12 +135,17 @@
 //
 // The status block is emitted directly (emit.go), not through a YAML ->
 // JSON -> YAML round trip, and checked against the reader (its YAML-to-JSON
-// form must be the status's JSON form). The version a write-back produced
-// is remembered by its SHA-256 with where its status entry is (a layout):
-// the next write-back of that version replaces the entry in place without
-// parsing the file, and the watcher and keeper take its user part from the
-// layout; the bytes around the entry are those that passed the whole-file
-// self-check, so only the new block is checked.
+// form must be the status's JSON form) once per block shape (shape.go: the
+// structure is the shape's, each scalar's text is proven for every value
+// by FuzzEmitScalars). The first write-back of a file checks what the
+// splice does to the user's part with a placeholder block of the real
+// block's shape (check.go), the full edited file where no placeholder
+// applies. The version a write-back produced is remembered by its SHA-256
+// with where its status entry is (a layout): the next write-back of that
+// version replaces the entry in place without parsing the file, and the
+// watcher and keeper take its user part from the layout; the bytes around
+// the entry are those that passed the first check, so only the new block
+// is checked.
 //
 // The keeper watches each displaced inode for Options.DisplacedGrace
 // (100 ms), polling its lease every 2 ms. A broken lease means a writer

@@ -31,22 +31,61 @@ type emitter struct {
 	indent int // current depth below status (in steps of two spaces)
 	// seqItem: the next key starts a sequence item ("- ").
 	seqItem bool
+	// shape, when not nil, gets the block with each scalar replaced by
+	// its kind (see blockShape).
+	shape []byte
 }
+
+// The kinds of scalar in a block's shape.
+const (
+	shapePlain  = 'P' // a string, plain (appendScalar)
+	shapeQuoted = 'Q' // a string, double-quoted (appendScalar)
+	shapeInt    = 'I'
+	shapeTime   = 'T' // a time, double-quoted RFC 3339
+	shapeNull   = 'N'
+)
 
 // appendStatusBlock appends "status:" and status, in block style, indented
 // under pad, with line ending nl.
 func appendStatusBlock(buf []byte, pad, nl string, st *v1alpha1.TaskStatus) []byte {
-	e := &emitter{buf: buf, pad: pad, nl: nl}
+	block, _ := appendStatusBlockShape(buf, nil, pad, nl, st)
+	return block
+}
+
+// appendStatusBlockShape is appendStatusBlock that also appends the
+// block's shape to shape: the same bytes with every scalar replaced by its
+// kind (shapePlain...), so that two blocks of one shape differ only in
+// the values of their scalars.
+func appendStatusBlockShape(buf, shape []byte, pad, nl string, st *v1alpha1.TaskStatus) (block, blockShape []byte) {
+	e := &emitter{buf: buf, pad: pad, nl: nl, shape: shape}
+	start := len(e.buf)
 	e.buf = append(e.buf, pad...)
 	e.buf = append(e.buf, "status:"...)
-	e.buf = append(e.buf, nl...)
+	e.mirror(start)
+	e.end()
 	e.indent = 1
 	e.status(st)
-	return e.buf
+	return e.buf, e.shape
+}
+
+// mirror copies what was appended to buf since start into the shape.
+func (e *emitter) mirror(start int) {
+	if e.shape != nil {
+		e.shape = append(e.shape, e.buf[start:]...)
+	}
+}
+
+// kind records a scalar of kind k in the shape.
+func (e *emitter) kind(k byte) {
+	if e.shape != nil {
+		e.shape = append(e.shape, k)
+	}
 }
 
 // key starts a line "key:" at the current depth.
 func (e *emitter) key(k string) {
+	start := len(e.buf)
+	defer e.mirror(start)
 	e.buf = append(e.buf, e.pad...)
 	for i := 0; i < e.indent; i++ {
 		if i == e.indent-1 && e.seqItem {
@@ -60,12 +99,23 @@ func (e *emitter) key(k string) {
 	e.buf = append(e.buf, ':')
 }
 
-func (e *emitter) end() { e.buf = append(e.buf, e.nl...) }
+func (e *emitter) end() {
+	e.buf = append(e.buf, e.nl...)
+	if e.shape != nil {
+		e.shape = append(e.shape, e.nl...)
+	}
+}
 
 func (e *emitter) str(k, v string) {
 	e.key(k)
 	e.buf = append(e.buf, ' ')
-	e.buf = appendScalar(e.buf, v)
+	if plainSafe(v) {
+		e.buf = append(e.buf, v...)
+		e.kind(shapePlain)
+	} else {
+		e.buf = appendDoubleQuoted(e.buf, v)
+		e.kind(shapeQuoted)
+	}
 	e.end()
 }
 
@@ -79,6 +129,7 @@ func (e *emitter) int(k string, v int64) {
 	e.key(k)
 	e.buf = append(e.buf, ' ')
 	e.buf = strconv.AppendInt(e.buf, v, 10)
+	e.kind(shapeInt)
 	e.end()
 }
 
@@ -92,6 +143,7 @@ func (e *emitter) uint(k string, v uint64) {
 	e.key(k)
 	e.buf = append(e.buf, ' ')
 	e.buf = strconv.AppendUint(e.buf, v, 10)
+	e.kind(shapeInt)
 	e.end()
 }
 
@@ -100,10 +152,12 @@ func (e *emitter) time(k string, t metav1.Time) {
 	e.key(k)
 	if t.IsZero() {
 		e.buf = append(e.buf, " null"...)
+		e.kind(shapeNull)
 	} else {
 		e.buf = append(e.buf, ` "`...)
 		e.buf = t.UTC().AppendFormat(e.buf, time.RFC3339)
 		e.buf = append(e.buf, '"')
+		e.kind(shapeTime)
 	}
 	e.end()
 }

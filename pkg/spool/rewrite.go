@@ -226,11 +226,6 @@ func find(m *yamlv3.Node, name string) (int, error) {
 	return at, nil
 }
 
-// statusBlock renders "status:" and the indented status for this document.
-func (d *doc) statusBlock(status *v1alpha1.TaskStatus) []byte {
-	return appendStatusBlock(make([]byte, 0, 512), strings.Repeat(" ", d.indent), d.nl, status)
-}
-
 // checkBlock is the self-check of the emitter: block, read the way every
 // client reads a manifest (YAML to JSON), must be status's JSON form: one
 // mapping whose only key is "status", holding the values json.Marshal
@@ -326,8 +321,7 @@ func replaceStatusChecked(src []byte, status *v1alpha1.TaskStatus, full bool) (e
 	pad := strings.Repeat(" ", d.indent)
 	var block []byte
 	if status != nil {
-		block = d.statusBlock(status)
-		if err := checkBlock(block, status); err != nil {
+		if block, err = emitChecked(pad, d.nl, status); err != nil {
 			return edited{}, err
 		}
 	}
@@ -395,8 +389,8 @@ func replaceStatusAt(src []byte, l statusLayout, status *v1alpha1.TaskStatus) (e
 	if status == nil || l.start > l.end || l.end > len(src) {
 		return replaceStatus(src, status)
 	}
-	block := appendStatusBlock(make([]byte, 0, 512), l.pad, l.nl, status)
-	if err := checkBlock(block, status); err != nil {
+	block, err := emitChecked(l.pad, l.nl, status)
+	if err != nil {
 		return edited{}, err
 	}
 	if l.end == len(src) && len(src) > 0 && src[len(src)-1] != '\n' {
