@@ -66,6 +66,9 @@ type batchRunner struct {
 	journal *groupJournal
 	// spares recycles the items files' inodes.
 	spares *runner.Spares
+	// cleanups counts the batches whose end (cgroup removal, journal
+	// line) is not done yet.
+	cleanups sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -252,7 +255,9 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	b.mu.Lock()
 	b.mu.running[rb] = struct{}{}
 	b.mu.Unlock()
+	b.cleanups.Add(1)
 	go func() {
+		defer b.cleanups.Done()
 		<-rb.Done()
 		_ = b.journal.ended(group)
 		b.mu.Lock()

@@ -394,6 +394,7 @@ loop:
 	}
 	stopQueue()
 	<-queueDone
+	c.batches.cleanups.Wait() // every batch cgroup removed, every end journaled
 	stopMachine()
 	c.applyInbox()
 	// The spool's goroutine is gone before Run returns; the versions it

@@ -50,7 +50,8 @@ type Batch struct {
 	cancelOnce sync.Once
 	cancelCh   chan struct{} // closed by Cancel
 	wake       chan struct{} // buffered(1): the pause state changed
-	done       chan struct{} // closed once result is set
+	ended      chan struct{} // closed once result is set
+	done       chan struct{} // closed once the cgroup is removed too
 	result     Result
 
 	// opMu serializes Pause and Resume; it is taken before mu.
@@ -92,7 +93,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	}
 	b := &Batch{
 		spec: s, fs: fs, log: logf, itemsFile: itemsFile,
-		cancelCh: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		cancelCh: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}), done: make(chan struct{}),
 	}
 	b.logf("=== batch %d items %s threads %d memory %s attempt %d at %s ===",
 		s.BatchIndex, itemRange(s), s.Threads, memoryText(s.MemoryLimit), s.Attempt,
@@ -494,9 +495,6 @@ loop:
 	res.OOMKills, res.CPUTime, res.Enforcement = m.oomKills, m.cpu, "sampler"
 	if b.cg != nil {
 		res.Enforcement = fmt.Sprintf("cgroup v%d %s", b.cg.Ref().Version, b.cg.Dir())
-		if err := b.cg.Remove(); err != nil {
-			b.logf("=== batch %d: %v ===", s.BatchIndex, err)
-		}
 	}
 	if stragglers > 0 {
 		where := "group"
@@ -527,6 +525,17 @@ loop:
 		}
 	}
 	b.result = res
+	// The result is out before the cgroup, empty now, is removed: its
+	// rmdirs are off the path to the next batch (Done waits for them).
+	close(b.ended)
+	if b.cg != nil {
+		if err := b.cg.Remove(); err != nil {
+			if f, ferr := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND, 0); ferr == nil {
+				_, _ = fmt.Fprintf(f, "=== batch %d: %v ===\n", s.BatchIndex, err)
+				_ = f.Close()
+			}
+		}
+	}
 }
 
 // kernelKillMessage says that the kernel killed a process of the batch at
@@ -663,7 +672,7 @@ func (b *Batch) Group() ProcessGroup { return b.group }
 // MemoryBytes returns the group's resident memory at the last sample (0
 // before the first one and after the batch ended).
 func (b *Batch) MemoryBytes() int64 {
-	if b.ended() {
+	if b.hasEnded() {
 		return 0
 	}
 	return b.rss.Load()
@@ -682,7 +691,7 @@ func (b *Batch) ItemsFile() string { return b.itemsFile }
 func (b *Batch) Pause() error {
 	b.opMu.Lock()
 	defer b.opMu.Unlock()
-	if b.ended() {
+	if b.hasEnded() {
 		return ErrBatchEnded
 	}
 	markPaused := func() {
@@ -696,7 +705,7 @@ func (b *Batch) Pause() error {
 	}
 	if b.cg != nil && b.cg.CanFreeze() {
 		if err := b.cg.Freeze(pauseWait); err != nil {
-			if b.ended() {
+			if b.hasEnded() {
 				return ErrBatchEnded // the cgroup went with the batch
 			}
 			return fmt.Errorf("%w: %v", ErrPauseTimeout, err)
@@ -736,12 +745,12 @@ func (b *Batch) Pause() error {
 func (b *Batch) Resume() error {
 	b.opMu.Lock()
 	defer b.opMu.Unlock()
-	if b.ended() {
+	if b.hasEnded() {
 		return ErrBatchEnded
 	}
 	if b.cg != nil && b.cg.CanFreeze() {
 		if err := b.cg.Thaw(); err != nil {
-			if b.ended() {
+			if b.hasEnded() {
 				return ErrBatchEnded
 			}
 			return err
@@ -767,18 +776,20 @@ func (b *Batch) Cancel() {
 }
 
 // Wait blocks until the leader has exited and no live process of the group
-// remains, and returns how the batch ended.
+// remains, and returns how the batch ended. The batch's cgroup, empty, may
+// still be being removed (Done).
 func (b *Batch) Wait() Result {
-	<-b.done
+	<-b.ended
 	return b.result
 }
 
-// Done is closed when the batch has ended (Wait then returns at once).
+// Done is closed once the batch has ended (Wait returns at once) and its
+// cgroup is removed.
 func (b *Batch) Done() <-chan struct{} { return b.done }
 
-func (b *Batch) ended() bool {
+func (b *Batch) hasEnded() bool {
 	select {
-	case <-b.done:
+	case <-b.ended:
 		return true
 	default:
 		return false
