@@ -318,18 +318,36 @@ func (c *Cgroup) KillAll() int {
 	return len(pids)
 }
 
-// Destroy removes the cgroup directories; they must be empty.
+// Destroy removes the cgroup directories and the cgroups below them; they
+// must hold no process.
 func (c *Cgroup) Destroy() error {
 	var errs []error
 	if c.CPUDir != "" && c.CPUDir != c.MemDir {
-		if err := os.Remove(c.CPUDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := removeCgroupTree(c.CPUDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.Remove(c.MemDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := removeCgroupTree(c.MemDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes the cgroup dir and, first, every cgroup below
+// it (the subtree a controller keeps for its restarts), deepest first.
+func removeCgroupTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := removeCgroupTree(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return os.Remove(dir)
 }
 
 // ParseKeyed returns the value of key in a "key value" per line file such
