@@ -33,13 +33,24 @@ func readSpool(dir string) ([]manifestFile, error) {
 	if err := checkSpoolDir(dir); err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := listDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	out := readManifests(manifestPaths(dir, ents), readManifest)
 	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
 	return out, nil
+}
+
+// listDir lists dir unsorted (os.ReadDir sorts by file name; the callers
+// sort by task name).
+func listDir(dir string) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }
 
 // manifestPaths are the paths of the manifests among a listing of dir.

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -497,18 +499,35 @@ func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 	if start, err := procStart(h.PID); err != nil || start != h.Start {
 		return nil, fmt.Errorf("list index: controller %d no longer runs", h.PID)
 	}
-	out := make(map[string]IndexedTask)
-	sc := bufio.NewScanner(bytes.NewReader(data[nl+1:]))
-	sc.Buffer(nil, len(data))
-	for sc.Scan() {
-		r, err := parseRow(sc.Text())
-		if err != nil {
-			return nil, err
-		}
-		out[r.File] = IndexedTask{Version: r.Version, Task: r.task()}
+	lines := strings.Split(strings.TrimSuffix(string(data[nl+1:]), "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		lines = nil
 	}
-	if err := sc.Err(); err != nil {
+	// Ten thousand rows: parsed on every CPU, in chunks.
+	rows := make([]IndexedTask, len(lines))
+	files := make([]string, len(lines))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(lines)/512))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(lines); i += workers {
+				r, err := parseRow(lines[i])
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				files[i], rows[i] = r.File, IndexedTask{Version: r.Version, Task: r.task()}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	out := make(map[string]IndexedTask, len(lines))
+	for i, f := range files {
+		out[f] = rows[i]
 	}
 	return out, nil
 }
