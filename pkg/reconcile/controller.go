@@ -160,6 +160,8 @@ type Controller struct {
 	// says the published estimates are stale.
 	pendingHistory []history.Entry
 	estimatesDirty bool
+	// historyAt is when the pending records were last appended.
+	historyAt time.Time
 
 	// Owned by the Run goroutine.
 	entries map[string]*entry // by path
@@ -360,6 +362,7 @@ loop:
 			c.drainEvents()
 		case <-flush.C:
 		case <-publish.C:
+			c.flushHistory()
 			c.publishBudgets()
 			c.countPhases(time.Now(), false) // exact again once a burst of writes ends
 			c.publishEstimates()
@@ -1063,17 +1066,30 @@ func (c *Controller) applyInbox() {
 	for {
 		x, ok := c.inbox.pop()
 		if !ok {
-			c.flushHistory()
+			if len(c.pendingHistory) >= historyBatchMax || time.Since(c.historyAt) >= historyInterval {
+				c.flushHistory()
+			}
 			return
 		}
 		c.handleNote(x)
 	}
 }
 
+// historyInterval and historyBatchMax bound how long and how many
+// measured batches wait in memory for their append to the store: one
+// transaction (and its fsync) per interval, not per batch. The book has
+// them at once; a kill -9 loses at most the interval's records from the
+// store, never what the book learned in this run.
+const (
+	historyInterval = 250 * time.Millisecond
+	historyBatchMax = 256
+)
+
 // flushHistory appends the records gathered so far to the store, in one
 // transaction. A failed append is logged and the records dropped: the
 // book has them for this run. REQUIRES: owner goroutine.
 func (c *Controller) flushHistory() {
+	c.historyAt = time.Now()
 	if len(c.pendingHistory) == 0 {
 		return
 	}

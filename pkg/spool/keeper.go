@@ -14,8 +14,10 @@ import (
 )
 
 // keeperPoll is how often the keeper looks at the displaced inodes it
-// keeps; a writer that broke a lease waits at most this long.
-const keeperPoll = 2 * time.Millisecond
+// keeps; a writer that broke a lease waits at most this long. (Each look
+// is a system call per inode kept: at 2 ms, a stream of short tasks spent
+// 4 % of the controller's CPU here.)
+const keeperPoll = 5 * time.Millisecond
 
 // writerWait bounds how long the keeper waits for a writer of a displaced
 // inode to close it before merging what it wrote so far.
