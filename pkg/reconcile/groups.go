@@ -97,9 +97,20 @@ func (j *groupJournal) ended(pg runner.ProcessGroup) error {
 	return j.append(journalLine{End: &k})
 }
 
-// append writes one line, opening the journal at the first one. j.mu held.
+// append writes one line, opening the journal at the first one: the
+// groups a journal kept from an earlier run (Run could not handle them)
+// stay live, so that a compaction keeps them for the next start. j.mu
+// held.
 func (j *groupJournal) append(l journalLine) error {
 	if j.f == nil {
+		if !j.closed {
+			left, _ := readGroupJournal(j.path)
+			for _, ll := range left {
+				if _, ok := j.live[keyOf(*ll.Start)]; !ok {
+					j.live[keyOf(*ll.Start)] = ll
+				}
+			}
+		}
 		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return fmt.Errorf("group journal: %w", err)

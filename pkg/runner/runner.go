@@ -518,6 +518,10 @@ loop:
 	_ = b.log.Close()
 	if res.ExitCode == 0 && res.Reason == "" {
 		s.Spares.put(b.itemsFile)
+		// What a failed attempt of this batch kept is obsolete now.
+		if kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); kept != b.itemsFile {
+			_ = os.Remove(kept)
+		}
 	} else if kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); kept != b.itemsFile {
 		// Kept for a look, out of the pool, under the batch's own name.
 		if err := os.Rename(b.itemsFile, kept); err == nil {

@@ -105,3 +105,24 @@ func TestItemsFilesWithoutSpares(t *testing.T) {
 		t.Errorf("run directory holds %v (%v), want nothing", ents, err)
 	}
 }
+
+// TestItemsKeptByAFailureGoOnSuccess: the items a failed attempt kept are
+// removed once an attempt of the same batch succeeds.
+func TestItemsKeptByAFailureGoOnSuccess(t *testing.T) {
+	s := testSpec(t, "false")
+	s.Spares = NewSpares()
+	b := start(t, s)
+	b.Wait()
+	kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex))
+	if b.ItemsFile() != kept {
+		t.Fatalf("failed attempt's items at %s, want %s", b.ItemsFile(), kept)
+	}
+	s.Command, s.Attempt = []string{"true"}, 2
+	b = start(t, s)
+	if res := b.Wait(); res.ExitCode != 0 {
+		t.Fatalf("second attempt: %+v", res)
+	}
+	if _, err := os.Stat(kept); !os.IsNotExist(err) {
+		t.Errorf("the failed attempt's items are still kept after a success: %v", err)
+	}
+}
