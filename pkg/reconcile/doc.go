@@ -21,7 +21,11 @@
 // ProgressInterval (250 ms) per task; a wait whose reason stays while the
 // numbers of its message move (a load or pressure gate, the free memory)
 // is kept in memory at once but written at most every 10 s per task, and
-// logged only when its reason changes. Run takes every spool event and
+// logged only when its reason changes; the first status of a new manifest
+// that is only queued (waiting for a worker at most) waits up to
+// QueuedWriteDelay (3 s), so that a short task is written once, when it
+// runs. Measured batches reach the history store every 250 ms at most,
+// one transaction for all. Run takes every spool event and
 // inbox note already waiting before it flushes, and the writes due
 // together are one group commit (spool.Spool.WriteStatuses: one syncfs,
 // one directory fsync), so a flood of short tasks costs one flush per
