@@ -22,7 +22,11 @@
 //     asking again (nothing was reserved since, so the governor's answer is
 //     the same), and the Learner is asked each distinct question once (see
 //     Learner.Estimate): a thousand identical tasks waiting cost one
-//     decision per scan, not a thousand.
+//     decision per scan, not a thousand. A scan blocked at MaxParallel
+//     leaves alone the tail a scan before it told to wait for a worker
+//     (parkedTail), while no pending task was added, replaced, removed,
+//     paused or resumed since and none of that tail has dependencies: ten
+//     thousand queued tasks cost a scan what its head costs.
 //   - Waiting: while a task told Wait is pending, Run sleeps at most
 //     Config.RescanWait (500 ms); any signal wakes it at once: a release, an
 //     Upsert, SetPaused or Remove, a worker exit, or Admitter.Changed closing.

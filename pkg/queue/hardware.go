@@ -74,6 +74,7 @@ func (q *Queue) reofferRejected() {
 		q.mu.tasks[name] = e
 		e.state = statePending
 		q.mu.depsDirty = true
+		q.mu.epoch++
 		q.lockedSetPhase(e, v1alpha1.PhasePending, ReasonHardwareChanged,
 			fmt.Sprintf("was rejected (%s); the machine's hardware changed, asking the governor again", reason))
 		q.lockedEnqueue(e, e.task.Seq)

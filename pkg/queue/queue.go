@@ -149,6 +149,14 @@ type Queue struct {
 		depsDirty bool
 		// active counts entries owned by a worker.
 		active int
+		// epoch counts the changes to the pending entries themselves (a
+		// task replaced, added, removed, paused or resumed, re-offered):
+		// a pass blocked at max-parallel may then skip the tail a pass at
+		// the same epoch gave its verdicts (parked).
+		epoch  uint64
+		parked parkedTail
+		// tries counts the entries passes looked at (for the tests).
+		tries  int
 		closed bool
 		// history is a ring of the last terminal events.
 		history     []Event
@@ -280,6 +288,7 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 	oldSeq := e.task.Seq
 	e.task = t
 	q.mu.depsDirty = true
+	q.mu.epoch++
 	if !same {
 		e.memCap, e.kills = 0, 0
 		e.hasDec = false
@@ -309,6 +318,7 @@ func (q *Queue) Holds(name string) bool {
 // lockedEnqueue puts a pending entry in the dispatch list.
 // REQUIRES: q.mu held; e.state == statePending.
 func (q *Queue) lockedEnqueue(e *entry, oldSeq int64) {
+	q.mu.epoch++
 	if e.inList {
 		if oldSeq != e.task.Seq {
 			q.mu.pendingDirty = true
@@ -372,6 +382,7 @@ func (q *Queue) lockedSetPaused(e *entry, paused bool) {
 		return
 	}
 	e.task.Paused = paused
+	q.mu.epoch++
 	poke(e)
 }
 
@@ -388,6 +399,7 @@ func (q *Queue) Remove(name string) error {
 	delete(q.mu.tasks, name)
 	e.removed = true
 	q.mu.depsDirty = true
+	q.mu.epoch++
 	if e.state == stateActive {
 		e.cancel()
 		poke(e)

@@ -27,6 +27,11 @@ type scan struct {
 	waiting bool
 	// maxParallelMsg is formatted once per pass.
 	maxParallelMsg string
+	// blockedFrom is the first entry the pass told to wait for a worker;
+	// tailDeps is set when an entry from there on has dependencies (their
+	// verdicts move with other tasks' phases: no tail is parked).
+	blockedFrom *entry
+	tailDeps    bool
 	// waits holds the governor's Wait answers of this pass, by estimate,
 	// until it grants a reservation: the same question, with nothing
 	// reserved since, gets the same answer, so a flood of identical
@@ -99,6 +104,7 @@ func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
 	s := scan{refreshed: refreshed}
 	list := q.mu.pending
 	kept := list[:0]
+	skipped := false
 	for i, e := range list {
 		if e.state != statePending {
 			e.inList = false
@@ -106,6 +112,11 @@ func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
 		}
 		if until != nil && !less(e, until) {
 			kept = append(kept, list[i:]...) // overlapping copy is a memmove
+			break
+		}
+		if until == nil && q.lockedParkedFrom(e) {
+			kept = append(kept, list[i:]...)
+			skipped = true
 			break
 		}
 		if q.lockedTry(e, &s) {
@@ -116,16 +127,55 @@ func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
 	}
 	clear(list[len(kept):])
 	q.mu.pending = kept
+	switch {
+	case until == nil && !skipped:
+		q.mu.parked = parkedTail{}
+		if s.blockedFrom != nil && !s.tailDeps {
+			q.mu.parked = parkedTail{from: s.blockedFrom, epoch: q.mu.epoch, active: q.mu.active}
+		}
+	case until != nil && s.blockedFrom != nil:
+		// A partial pass told some of the tail to wait, perhaps with
+		// another count of tasks holding a worker: walk it again.
+		q.mu.parked = parkedTail{}
+	}
 	return s.waiting
+}
+
+// parkedTail is what a pass left blocked at max-parallel: from the entry
+// from on, every pending entry got its verdict (waiting for a worker, or
+// paused), none of them waiting for a dependency, at the epoch epoch with
+// active tasks holding a worker. Until an entry changes (the epoch moves)
+// or the count does (the message would), the same verdicts hold: a pass
+// blocked again at or before from leaves that tail as it is, so a flood
+// of ten thousand queued tasks costs a pass what the head costs, not the
+// whole list at every batch's end.
+type parkedTail struct {
+	from   *entry
+	epoch  uint64
+	active int
+}
+
+// lockedParkedFrom reports whether e, the next entry a pass would try, is
+// in the parked tail and the pass is blocked at max-parallel as it was:
+// the rest of the list would get the verdicts it already has.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedParkedFrom(e *entry) bool {
+	p := q.mu.parked
+	return p.from != nil && q.cfg.MaxParallel > 0 && q.mu.active >= q.cfg.MaxParallel &&
+		p.epoch == q.mu.epoch && p.active == q.mu.active && !less(e, p.from)
 }
 
 // lockedTry handles one pending entry; it reports whether it stays pending.
 // REQUIRES: q.mu held; e.state == statePending.
 func (q *Queue) lockedTry(e *entry, s *scan) bool {
+	q.mu.tries++
 	if e.task.ItemsDone >= e.task.ItemsTotal {
 		q.lockedEnd(e, v1alpha1.PhaseDone, v1alpha1.ReasonCompleted,
 			fmt.Sprintf("all %d items done", e.task.ItemsTotal))
 		return false
+	}
+	if s.blockedFrom != nil && len(e.task.DependsOn) > 0 {
+		s.tailDeps = true
 	}
 	if e.task.Paused {
 		q.lockedWait(e, v1alpha1.ReasonPaused, "paused before admission")
@@ -140,6 +190,10 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 	if q.cfg.MaxParallel > 0 && q.mu.active >= q.cfg.MaxParallel {
 		if s.maxParallelMsg == "" {
 			s.maxParallelMsg = fmt.Sprintf("%d tasks hold a worker, max-parallel is %d", q.mu.active, q.cfg.MaxParallel)
+		}
+		if s.blockedFrom == nil {
+			s.blockedFrom = e
+			s.tailDeps = len(e.task.DependsOn) > 0
 		}
 		q.lockedWait(e, ReasonMaxParallel, s.maxParallelMsg)
 		return true
