@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sort"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
@@ -54,6 +53,6 @@ func readSpoolListed(dir string) ([]manifestFile, error) {
 		}
 		return readManifest(path)
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
+	sortByName(out)
 	return out, nil
 }

@@ -38,8 +38,19 @@ func readSpool(dir string) ([]manifestFile, error) {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	out := readManifests(manifestPaths(dir, ents), readManifest)
-	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
+	sortByName(out)
 	return out, nil
+}
+
+// sortByName orders manifests by task name, then by path (two files may
+// name the same task).
+func sortByName(out []manifestFile) {
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := out[i].name(), out[j].name(); a != b {
+			return a < b
+		}
+		return out[i].path < out[j].path
+	})
 }
 
 // listDir lists dir unsorted (os.ReadDir sorts by file name; the callers

@@ -682,8 +682,10 @@ func (b *Batch) MemoryBytes() int64 {
 	return b.rss.Load()
 }
 
-// ItemsFile returns the path of the file listing the batch's items. It is
-// removed when the batch succeeds and kept otherwise.
+// ItemsFile returns the path of the file listing the batch's items. Once
+// the batch succeeded it is gone (or, with Spec.Spares, a pool file a later
+// batch rewrites); once it failed, the path is TASK.batch-INDEX.items,
+// kept.
 func (b *Batch) ItemsFile() string { return b.itemsFile }
 
 // Pause stops every process of the batch and returns once each of them is
