@@ -516,13 +516,13 @@ loop:
 	b.logf("=== batch %d ended: %s after %v, %s ===", s.BatchIndex, end,
 		ended.Sub(b.started).Round(time.Millisecond), peakText)
 	_ = b.log.Close()
-	if res.ExitCode == 0 && res.Reason == "" {
+	switch kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); {
+	case res.ExitCode == 0 && res.Reason == "":
 		s.Spares.put(b.itemsFile)
-		// What a failed attempt of this batch kept is obsolete now.
-		if kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); kept != b.itemsFile {
-			_ = os.Remove(kept)
+		if kept != b.itemsFile {
+			_ = os.Remove(kept) // what a failed attempt kept is obsolete now
 		}
-	} else if kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); kept != b.itemsFile {
+	case kept != b.itemsFile:
 		// Kept for a look, out of the pool, under the batch's own name.
 		if err := os.Rename(b.itemsFile, kept); err == nil {
 			b.itemsFile = kept
