@@ -1223,8 +1223,8 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 			}
 		case changed:
 			// The first reason a task waits is worth a write at once,
-			// but for a worker of its own: the queue's normal state.
-			c.markDirty(e, e.lastWrite.IsZero() && !(ev.Reason == queue.ReasonMaxParallel && !e.queuedUntil.IsZero()))
+			// but for the reasons every queued task passes through.
+			c.markDirty(e, e.lastWrite.IsZero() && !(!e.queuedUntil.IsZero() && passingWait(ev.Reason)))
 		}
 	case queue.EventBatchStarted:
 		b := ev.Batch
@@ -1319,6 +1319,15 @@ func (c *Controller) clearSpecPending(e *entry) {
 	if meta.RemoveStatusCondition(&e.status.Conditions, v1alpha1.ConditionSpecApplied) {
 		c.markDirty(e, true)
 	}
+}
+
+// passingWait reports whether reason is one every queued task may pass
+// through, not worth writing a fresh task's status for before
+// QueuedWriteDelay: waiting for a worker of its own (the queue's normal
+// state) or for the first snapshot of the machine (the controller's
+// first second).
+func passingWait(reason string) bool {
+	return reason == queue.ReasonMaxParallel || reason == string(governor.ReasonNoSnapshot)
 }
 
 // markDirty schedules a status write: urgent ones (phase changes, batch

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 )
 
@@ -73,8 +74,26 @@ func TestShortTasksDroppedAtOnceAreNotWrittenQueued(t *testing.T) {
 // TestQueuedTaskIsWrittenAfterTheDelay: a task that waits for a worker
 // longer than QueuedWriteDelay gets its Pending status (queue position,
 // why it waits) written once the delay is over, while it still waits.
+//
+// With a slow first probe, both tasks first wait for the machine's
+// snapshot (the controller's first moments, or CI's slow machines): that
+// wait does not make b's first write urgent either.
 func TestQueuedTaskIsWrittenAfterTheDelay(t *testing.T) {
+	for _, probe := range []struct {
+		name  string
+		first time.Duration
+	}{{"fast probe", 0}, {"slow first probe", 100 * time.Millisecond}} {
+		t.Run(probe.name, func(t *testing.T) { queuedWrittenAfterTheDelay(t, probe.first) })
+	}
+}
+
+func queuedWrittenAfterTheDelay(t *testing.T, firstProbe time.Duration) {
 	h := newHarness(t, Config{QueuedWriteDelay: 300 * time.Millisecond, Queue: queue.Config{MaxParallel: 1}})
+	var probed sync.Once
+	h.snapshot = func() (governor.Snapshot, error) {
+		probed.Do(func() { time.Sleep(firstProbe) })
+		return fixedMachine(), nil
+	}
 	rec := &phaseSpool{phases: map[string][]v1alpha1.Phase{}}
 	h.wrap = func(s Spool) Spool { rec.Spool = s; return rec }
 	long, queued := "a.yaml", "b.yaml"
