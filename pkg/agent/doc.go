@@ -8,7 +8,10 @@
 //
 //   - nobody holds it (kube.Claimable), or its holder's Lease expired, or
 //     it is held by this very node under a claim this process did not make
-//     (a previous incarnation, whose batches died with it): kube.TakeOver;
+//     (a previous incarnation, whose batches died with it): kube.TakeOver.
+//     The cache only finds candidates: another node's Lease is read again
+//     from the API server before it is taken over, since the cache may not
+//     have heard of it yet (its watch lags, or this process was stopped);
 //   - every task it names in dependsOn, in its namespace, is Done: the
 //     agent resolves dependencies across the cluster, so the core is
 //     handed the task with dependsOn cleared;

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -362,11 +363,22 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			// self, whose batches died with it.
 			takeOver = true
 		default:
-			holder = leaseOf[cl.Node]
-			if !kube.TakeOverable(t, holder, now) {
+			if !kube.TakeOverable(t, leaseOf[cl.Node], now) {
 				continue
 			}
-			takeOver = true
+			// The cache may be behind the server (a Lease created or
+			// renewed while this process was stopped, or while the
+			// Lease watch lags the Task watch): another node is taken
+			// over only on a fresh read of its Lease.
+			live, err := s.liveLease(ctx, cl.Node)
+			if err != nil {
+				s.log.Warn().Str("task", path).Str("holder", cl.Node).Err(err).Msg("holder's Lease not readable; no takeover")
+				continue
+			}
+			if !kube.TakeOverable(t, live, time.Now()) {
+				continue
+			}
+			holder, takeOver = live, true
 		}
 		if reason, msg := depsState(t, byPath); reason != "" {
 			if t.Status.Claim == nil {
@@ -402,6 +414,20 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 		}
 	}
 	return nil
+}
+
+// liveLease reads node's Lease from the API server, past the cache (nil
+// when there is none).
+func (s *Source) liveLease(ctx context.Context, node string) (*coordinationv1.Lease, error) {
+	var l coordinationv1.Lease
+	err := s.client.Get(ctx, ctrlclient.ObjectKey{Namespace: s.cfg.LeaseNamespace, Name: kube.LeaseName(node)}, &l)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &l, nil
 }
 
 // claim claims (or takes over) t and presents it to the reconciler; it

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -191,5 +192,78 @@ func TestSourceClaimsPresentsAndFences(t *testing.T) {
 		if ev.Path == "work/a" {
 			t.Errorf("node-a presented a again: %+v", ev)
 		}
+	}
+}
+
+// laggingLeases is a reader whose Leases are behind the server's: it lists
+// none, as a cache whose Lease watch has not caught up with its Task watch
+// (or an agent just continued after a stop, whose cache has not heard of
+// the Leases created meanwhile).
+type laggingLeases struct{ ctrlclient.Reader }
+
+func (r laggingLeases) List(ctx context.Context, list ctrlclient.ObjectList, opts ...ctrlclient.ListOption) error {
+	if _, ok := list.(*coordinationv1.LeaseList); ok {
+		return nil
+	}
+	return r.Reader.List(ctx, list, opts...)
+}
+
+// TestSourceTakesOverOnlyOnAFreshLease: a pass whose cache has not seen
+// the holder's Lease does not take the task over while the holder's Lease
+// is alive on the server; once the holder is gone from the server (its
+// Lease deleted), the same lagging pass takes it over, under the next
+// claim.
+func TestSourceTakesOverOnlyOnAFreshLease(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, ns := range []string{"lardon3d", "work"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createTask(t, ctx, env.Client, "a", "64Mi")
+	holder := newSource(t, env, "node-b", gi)
+	if err := holder.beat.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.pass(ctx, env.Client); err != nil {
+		t.Fatal(err)
+	}
+	claimOf := func() *kubeapi.Claim {
+		t.Helper()
+		var a kubeapi.Task
+		if err := env.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: "work", Name: "a"}, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a.Status.Claim
+	}
+	if cl := claimOf(); cl == nil || cl.Node != "node-b" || cl.Seq != 1 {
+		t.Fatalf("a's claim %+v, want node-b's claim 1", cl)
+	}
+
+	s := newSource(t, env, "node-a", gi)
+	if err := s.beat.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pass(ctx, laggingLeases{env.Client}); err != nil {
+		t.Fatal(err)
+	}
+	if cl := claimOf(); cl.Node != "node-b" || cl.Seq != 1 {
+		t.Fatalf("node-a took a over from a live node-b (claim %+v): it trusted a cache without node-b's Lease", cl)
+	}
+	if evs := pending(s); len(evs) != 0 {
+		t.Errorf("node-a presented %+v", evs)
+	}
+
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "lardon3d", Name: kube.LeaseName("node-b")}}
+	if err := env.Client.Delete(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pass(ctx, laggingLeases{env.Client}); err != nil {
+		t.Fatal(err)
+	}
+	if cl := claimOf(); cl.Node != "node-a" || cl.Seq != 2 {
+		t.Errorf("after node-b's Lease was deleted a's claim is %+v, want node-a's claim 2", cl)
 	}
 }
