@@ -168,6 +168,16 @@ type Controller struct {
 	byName  map[string]string // name → path of the file that owns it
 	invalid map[string]error  // path → why it is not a task (syntax, refused)
 	dirty   map[string]struct{}
+	// flushAt is no later than the earliest due write of the entries in
+	// dirty that are not in marked (zero: unknown, flush scans dirty);
+	// marked are the entries marked dirty since flush last scanned. A
+	// flush before flushAt looks at marked only: the scan of every dirty
+	// status (thousands of queued tasks waiting for QueuedWriteDelay) is
+	// made when a write is due, not at every event.
+	flushAt time.Time
+	marked  []*entry
+	// scans counts flushDue's scans (tests).
+	scans   int
 	nextSeq int64
 	synced  bool
 	// refused counts the phase transitions setPhase refused (bugs).
@@ -1337,9 +1347,27 @@ func (c *Controller) markDirty(e *entry, urgent bool) {
 		return
 	}
 	c.dirty[e.path] = struct{}{}
+	c.marked = append(c.marked, e)
 	if urgent && e.urgentAt.IsZero() {
 		e.urgentAt = time.Now()
 	}
+}
+
+// dueAt is when e's dirty status is due for a write at now.
+func (c *Controller) dueAt(e *entry, now time.Time) time.Time {
+	at := e.lastWrite.Add(c.cfg.ProgressInterval)
+	if !e.urgentAt.IsZero() {
+		at = e.urgentAt.Add(c.cfg.PhaseWriteDelay)
+	} else if e.queuedUntil.After(at) {
+		at = e.queuedUntil
+	}
+	if e.commit {
+		at = now
+	}
+	if e.retryAt.After(at) {
+		at = e.retryAt
+	}
+	return at
 }
 
 // flush writes the statuses that are due and returns when the next one is
@@ -1347,6 +1375,31 @@ func (c *Controller) markDirty(e *entry, urgent bool) {
 // once, failed ones included. The writes due together are one group
 // commit when the spool can make one (groupWriter).
 func (c *Controller) flush(now time.Time, all bool) time.Duration {
+	if !all && !c.flushAt.IsZero() {
+		// Only what was marked since the last scan can be due sooner.
+		for _, e := range c.marked {
+			if at := c.dueAt(e, now); at.Before(c.flushAt) {
+				c.flushAt = at
+			}
+		}
+		c.marked = c.marked[:0]
+		if now.Before(c.flushAt) {
+			return c.flushAt.Sub(now)
+		}
+	}
+	c.marked = c.marked[:0]
+	next := c.flushDue(now, all)
+	c.flushAt = time.Time{}
+	if next > 0 {
+		c.flushAt = now.Add(next)
+	}
+	return next
+}
+
+// flushDue scans every dirty status for flush: it writes those due and
+// returns when the next one is.
+func (c *Controller) flushDue(now time.Time, all bool) time.Duration {
+	c.scans++
 	var next time.Duration
 	var due []*entry
 	for path := range c.dirty {
@@ -1355,18 +1408,7 @@ func (c *Controller) flush(now time.Time, all bool) time.Duration {
 			delete(c.dirty, path)
 			continue
 		}
-		at := e.lastWrite.Add(c.cfg.ProgressInterval)
-		if !e.urgentAt.IsZero() {
-			at = e.urgentAt.Add(c.cfg.PhaseWriteDelay)
-		} else if e.queuedUntil.After(at) {
-			at = e.queuedUntil
-		}
-		if e.commit {
-			at = now
-		}
-		if e.retryAt.After(at) {
-			at = e.retryAt
-		}
+		at := c.dueAt(e, now)
 		if !all && now.Before(at) {
 			if wait := at.Sub(now); next == 0 || wait < next {
 				next = wait
