@@ -18,7 +18,7 @@ import (
 type tallySpool struct{ writes map[string]int }
 
 func (s *tallySpool) Run(ctx context.Context) error { <-ctx.Done(); return nil }
-func (s *tallySpool) Events() <-chan spool.Event   { return nil }
+func (s *tallySpool) Events() <-chan spool.Event    { return nil }
 func (s *tallySpool) WriteStatus(path string, _ *v1alpha1.TaskStatus) error {
 	s.writes[path]++
 	return nil
