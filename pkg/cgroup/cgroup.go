@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/prometheus/procfs"
@@ -58,7 +59,9 @@ type Options struct {
 }
 
 // Tree is the controller's subtree: one directory per hierarchy, under
-// which every batch group is created. It is immutable after Open.
+// which every batch group is created. It is immutable after Open, but for
+// what is looked up once: the way back EnterThread opens, the limit files
+// the kernel offers.
 type Tree struct {
 	version int
 	// dirs maps a controller (Memory, Freezer, CPUAcct; or Unified) to the
@@ -68,6 +71,24 @@ type Tree struct {
 	// a thread is (EnterThread).
 	mounts map[string]*procfs.MountInfo
 	fs     procfs.FS
+	// has tells which optional limit files the kernel offers, a property
+	// of the hierarchy, the same in every group: v1
+	// memory.memsw.limit_in_bytes (swap accounting), v2 memory.swap.max
+	// and memory.oom.group. Looked for in the first group made.
+	has struct {
+		once  sync.Once
+		files map[string]bool
+	}
+	// homes maps a v1 controller to the tasks file of the cgroup, in its
+	// hierarchy, of the process the tree was opened for: where
+	// EnterThread's threads go back. Opened once, at the first
+	// EnterThread, and kept open.
+	homes struct {
+		once  sync.Once
+		paths map[string]string
+		files map[string]*os.File
+		err   error
+	}
 }
 
 // Ref names a group on disk, to be recorded so that a restarted controller
@@ -199,19 +220,21 @@ func ownPath(own []procfs.Cgroup, controller string) (string, bool) {
 
 func openV1(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, error) {
 	t := &Tree{version: 1, dirs: map[string]string{}, mounts: map[string]*procfs.MountInfo{}}
+	t.homes.paths = map[string]string{}
 	for _, c := range v1Controllers {
 		m := v1Mount(mounts, c)
 		if m == nil {
 			continue
 		}
 		t.mounts[c] = m
+		home, ok := ownPath(own, c)
+		if !ok {
+			home = "/"
+		}
+		t.homes.paths[c] = filepath.Join(hierarchyDir(m, home), "tasks")
 		parent := o.Parent
 		if parent == "" {
-			p, ok := ownPath(own, c)
-			if !ok {
-				p = "/"
-			}
-			parent = p
+			parent = home
 		}
 		dir := filepath.Join(hierarchyDir(m, parent), o.Name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -332,6 +355,12 @@ func (t *Tree) New(name string, l Limits) (*Group, error) {
 		}
 		made = append(made, d)
 	}
+	t.has.once.Do(func() {
+		t.has.files = map[string]bool{}
+		for _, f := range []string{"memory.memsw.limit_in_bytes", "memory.swap.max", "memory.oom.group"} {
+			t.has.files[f] = exists(filepath.Join(g.mainDir(), f))
+		}
+	})
 	if err := g.setLimits(l); err != nil {
 		_ = g.Remove()
 		return nil, err
@@ -464,13 +493,42 @@ func readKeyed(path string) (map[string]int64, error) {
 	return out, nil
 }
 
+// homeFiles returns the open tasks files of the process's own v1 cgroups,
+// by controller (opened at the first call).
+func (t *Tree) homeFiles() (map[string]*os.File, error) {
+	t.homes.once.Do(func() {
+		files := make(map[string]*os.File, len(t.homes.paths))
+		for c, path := range t.homes.paths {
+			if _, ok := t.dirs[c]; !ok {
+				continue
+			}
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				for _, f := range files {
+					_ = f.Close()
+				}
+				t.homes.err = fmt.Errorf("cgroup: the way back for a thread: %w", err)
+				return
+			}
+			files[c] = f
+		}
+		t.homes.files = files
+	})
+	return t.homes.files, t.homes.err
+}
+
 // isBusy reports an rmdir refused because the cgroup is still in use.
 func isBusy(err error) bool { return errors.Is(err, syscall.EBUSY) }
 
 // Remove removes the subtree's directories, which must hold no group
-// (remove each group first). A directory already gone is not an error.
+// (remove each group first), and closes the way back EnterThread keeps
+// open. A directory already gone is not an error.
 func (t *Tree) Remove() error {
 	var errs []error
+	t.homes.once.Do(func() {}) // none opened after this
+	for _, f := range t.homes.files {
+		_ = f.Close()
+	}
 	for _, d := range t.dirs {
 		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("remove cgroup subtree %s: %w", d, err))

@@ -45,7 +45,9 @@
 // (reaps) processes it did not start, and it pulls in D-Bus, eBPF and a
 // logger for the dozen files used here.
 //
-// Concurrency: a Tree is immutable after Open and safe for concurrent use.
+// Concurrency: a Tree is immutable after Open (but for what it looks up
+// once: the way back EnterThread opens, the limit files the kernel offers)
+// and safe for concurrent use.
 // A Group's methods may be called from several goroutines; they only read
 // and write kernel files, and the caller serializes freeze and thaw.
 package cgroup

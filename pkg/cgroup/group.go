@@ -54,8 +54,9 @@ func (g *Group) FD() int { return g.fd }
 
 // EnterThread moves the calling OS thread into the group (v1), so that a
 // child it forks is born inside. The caller must hold the thread with
-// runtime.LockOSThread and call leave right after the fork. On v2 (use FD)
-// it does nothing.
+// runtime.LockOSThread and call leave right after the fork: leave puts the
+// thread back into the cgroups of the process the tree was opened for,
+// where the controller's threads live. On v2 (use FD) it does nothing.
 func (g *Group) EnterThread() (leave func() error, err error) {
 	nothing := func() error { return nil }
 	if g.ref.Version != 1 {
@@ -64,52 +65,40 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 	if g.tree == nil {
 		return nil, errors.New("cgroup: EnterThread on a group not created by this process")
 	}
-	tid := unix.Gettid()
-	p, err := g.fs.Proc(tid)
+	// The way back is open before the way in (the tree keeps it open):
+	// inside the batch's memory cgroup the thread's kernel allocations (an
+	// open file) are charged to the batch, and a small limit would refuse
+	// them.
+	homeOf, err := g.tree.homeFiles()
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: find thread %d: %w", tid, err)
+		return nil, err
 	}
-	cur, err := p.Cgroups()
-	if err != nil {
-		return nil, fmt.Errorf("cgroup: read the cgroups of thread %d: %w", tid, err)
-	}
-	// The way back is opened before the way in: inside the batch's memory
-	// cgroup the thread's kernel allocations (an open file) are charged to
-	// the batch, and a small limit would refuse them.
 	var homes, doors []*os.File
-	closeAll := func() {
-		for _, f := range append(homes, doors...) {
+	closeDoors := func() {
+		for _, f := range doors {
 			_ = f.Close()
 		}
 	}
 	// Memory last in, first out: a thread in the batch's freezer but not
 	// in its memory cgroup charges nothing to the batch.
-	order := []string{Freezer, CPUAcct, Memory}
-	for _, c := range order {
+	for _, c := range []string{Freezer, CPUAcct, Memory} {
 		d, ok := g.ref.Dirs[c]
 		if !ok {
 			continue
 		}
-		path, ok := ownPath(cur, c)
-		m := g.tree.mounts[c]
-		if !ok || m == nil {
-			closeAll()
-			return nil, fmt.Errorf("cgroup: thread %d has no %s cgroup", tid, c)
+		home := homeOf[c]
+		if home == nil {
+			closeDoors()
+			return nil, fmt.Errorf("cgroup: no way back from the %s hierarchy", c)
 		}
-		home, err := os.OpenFile(filepath.Join(hierarchyDir(m, path), "tasks"), os.O_WRONLY, 0)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("cgroup: %w", err)
-		}
-		homes = append(homes, home)
 		door, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
 		if err != nil {
-			closeAll()
+			closeDoors()
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
-		doors = append(doors, door)
+		homes, doors = append(homes, home), append(doors, door)
 	}
-	id := []byte(strconv.Itoa(tid))
+	id := []byte(strconv.Itoa(unix.Gettid()))
 	entered := 0
 	leave = func() error {
 		var errs []error
@@ -118,7 +107,7 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 				errs = append(errs, fmt.Errorf("cgroup: leave %s: %w", doors[i].Name(), err))
 			}
 		}
-		closeAll()
+		closeDoors()
 		return errors.Join(errs...)
 	}
 	for _, door := range doors {
@@ -225,7 +214,7 @@ func (g *Group) setLimits(l Limits) error {
 			if err := writeFile(filepath.Join(d, "memory.limit_in_bytes"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
 				return fmt.Errorf("set memory limit: %w", err)
 			}
-			if exists(filepath.Join(d, "memory.memsw.limit_in_bytes")) {
+			if g.tree.has.files["memory.memsw.limit_in_bytes"] {
 				if err := writeFile(filepath.Join(d, "memory.memsw.limit_in_bytes"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
 					return fmt.Errorf("set memory+swap limit: %w", err)
 				}
@@ -242,13 +231,13 @@ func (g *Group) setLimits(l Limits) error {
 		if err := writeFile(filepath.Join(d, "memory.max"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
 			return fmt.Errorf("set memory.max: %w", err)
 		}
-		if exists(filepath.Join(d, "memory.swap.max")) {
+		if g.tree.has.files["memory.swap.max"] {
 			if err := writeFile(filepath.Join(d, "memory.swap.max"), "0"); err != nil {
 				return fmt.Errorf("set memory.swap.max: %w", err)
 			}
 		}
 	}
-	if exists(filepath.Join(d, "memory.oom.group")) {
+	if g.tree.has.files["memory.oom.group"] {
 		if err := writeFile(filepath.Join(d, "memory.oom.group"), "1"); err != nil {
 			return fmt.Errorf("set memory.oom.group: %w", err)
 		}

@@ -407,3 +407,88 @@ func TestCgroupContractBelowTheKernelFloor(t *testing.T) {
 		t.Errorf("message %q does not name the contract", res.Message)
 	}
 }
+
+// cgroupsOf returns the text of a /proc cgroup file, the lines of the
+// hierarchies a batch group lives in only (memory, freezer, cpuacct).
+func cgroupsOf(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "memory" || c == "freezer" || c == "cpuacct" {
+				keep = append(keep, line)
+				break
+			}
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// TestForkingThreadsComeBackHome: batches started from several goroutines
+// at once (on v1 each forking thread passes through its batch's cgroups)
+// leave every thread of the controller in the process's own cgroups, and
+// each batch's command ran inside its own group.
+func TestForkingThreadsComeBackHome(t *testing.T) {
+	tree := testTree(t)
+	if tree.Version() != 1 {
+		t.Skip("cgroup v2 clones the child into its group: no thread moves")
+	}
+	home := cgroupsOf(t, "/proc/self/cgroup")
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 5 {
+				s := cgSpec(t, tree, "sh", "-c", "cat /proc/self/cgroup")
+				s.Task, s.BatchIndex = fmt.Sprintf("t%d", g), int64(i)
+				s.LogPath = filepath.Join(s.RunDir, fmt.Sprintf("t%d-%d.log", g, i))
+				b, err := Start(t.Context(), s)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res := b.Wait(); res.ExitCode != 0 {
+					errs <- fmt.Errorf("batch %d of t%d: %+v", i, g, res)
+					return
+				}
+				if log := readLog(t, s); !inMemoryGroup(log, filepath.Base(b.cg.Dir())) {
+					errs <- fmt.Errorf("batch %d of t%d did not run in its memory cgroup %s:\n%s", i, g, b.cg.Dir(), log)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	tasks, err := filepath.Glob("/proc/self/task/*/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range tasks {
+		if got := cgroupsOf(t, path); got != home {
+			t.Errorf("thread %s is in\n%s\nwant the process's\n%s", filepath.Base(filepath.Dir(path)), got, home)
+		}
+	}
+}
+
+// inMemoryGroup reports whether the /proc/PID/cgroup text in log puts the
+// process in the memory cgroup named name.
+func inMemoryGroup(log, name string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if _, path, ok := strings.Cut(line, ":memory:"); ok {
+			return strings.HasSuffix(path, "/"+name)
+		}
+	}
+	return false
+}
