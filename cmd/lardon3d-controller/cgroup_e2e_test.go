@@ -178,3 +178,69 @@ spec:
 		t.Errorf("phase %s, last peak %v; want Failed with every attempt stopped below 600 MiB", task.Status.Phase, lb.PeakMemory)
 	}
 }
+
+// memoryCgroupDir returns the directory of the memory cgroup (v1, or the
+// unified hierarchy) a /proc/PID/cgroup text puts a process in, from this
+// process's mount table.
+func memoryCgroupDir(t *testing.T, procCgroup string) string {
+	t.Helper()
+	fstype, path := "", ""
+	for _, line := range strings.Split(procCgroup, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) != 3:
+		case strings.Contains(","+parts[1]+",", ",memory,"):
+			fstype, path = "cgroup", parts[2]
+		case parts[0] == "0" && parts[1] == "" && fstype == "":
+			fstype, path = "cgroup2", parts[2]
+		}
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 || g[0] != fstype || (fstype == "cgroup" && !strings.Contains(","+g[2]+",", ",memory,")) {
+			continue
+		}
+		rel, err := filepath.Rel(f[3], path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		return filepath.Join(f[4], rel)
+	}
+	t.Fatalf("no memory hierarchy mounted holds the batch's cgroup:\n%s", procCgroup)
+	return ""
+}
+
+// TestACleanRunLeavesNoCgroup: a run that ends (--exit-when-done) removes
+// the subtree it made for its batches' cgroups, with every group in it:
+// nothing piles up, one subtree per state directory ever used.
+func TestACleanRunLeavesNoCgroup(t *testing.T) {
+	needCgroups(t)
+	spool := newSpool(t)
+	seen := filepath.Join(t.TempDir(), "cgroup")
+	writeManifest(t, spool, "where.yaml", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, 'cat /proc/self/cgroup > %s']
+  items: {count: 1}
+`, seen))
+	if out, code := runCLI(t, "run", "--spool", spool, "--cgroups", "required", "--exit-when-done"); code != 0 {
+		t.Fatalf("exit %d\n%s", code, tail(out, 2000))
+	}
+	b, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := memoryCgroupDir(t, string(b))
+	subtree := filepath.Dir(group)
+	if !strings.HasPrefix(filepath.Base(subtree), "lardon3d-") {
+		t.Fatalf("the batch ran in %s, not in a group of the controller's subtree", group)
+	}
+	if _, err := os.Stat(subtree); !os.IsNotExist(err) {
+		t.Errorf("the run left its cgroup subtree %s behind (stat: %v)", subtree, err)
+	}
+}

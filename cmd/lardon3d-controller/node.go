@@ -179,7 +179,9 @@ ServiceAccount, see deploy/).`,
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer cancel()
 		log.Info().Str("node", nodeName).Str("host", cfg.Host).Msg("node agent starting")
-		if _, err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
+		_, err = ctrl.Run(ctx)
+		removeCgroups(cgroups, log)
+		if err != nil && ctx.Err() == nil {
 			return &exitError{code: 2, err: err}
 		}
 		return nil

@@ -377,6 +377,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		}()
 		out, err := ctrl.Run(ctx)
 		cancel()
+		removeCgroups(cgroups, log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -430,6 +431,20 @@ func openCgroups(mode, parent, stateDir string, log zerolog.Logger) (*cgroup.Tre
 	}
 	log.Info().Int("version", tree.Version()).Str("dir", tree.Dir()).Msg("each batch runs in a cgroup of its own")
 	return tree, nil
+}
+
+// removeCgroups removes the subtree once the controller stopped and every
+// batch's group is gone, so that a run leaves no cgroup behind (one per
+// state directory ever used, else). A group left in it (a process that
+// survived its kill) keeps it: the next run on this state directory
+// finds it there.
+func removeCgroups(tree *cgroup.Tree, log zerolog.Logger) {
+	if tree == nil {
+		return
+	}
+	if err := tree.Remove(); err != nil {
+		log.Warn().Err(err).Msg("the batches' cgroup subtree is kept")
+	}
 }
 
 // parseProvisional reads --provisional-memory: a percentage of the memory
