@@ -6,7 +6,7 @@
 //   - discovery: the cgroup hierarchies mounted (from /proc/PID/mountinfo)
 //     and the controller's own cgroups (from /proc/PID/cgroup). cgroup v1 is
 //     used when a v1 hierarchy carries the memory controller (memory, and
-//     freezer and cpuacct where they are mounted), else cgroup v2 when the
+//     freezer where it is mounted), else cgroup v2 when the
 //     unified hierarchy offers memory;
 //   - the subtree: one directory per hierarchy, Options.Name under the
 //     parent (Options.Parent, or the controller's own cgroup). On v2 the
@@ -29,7 +29,7 @@
 //   - the readings: usage, the kernel's peak (memory.max_usage_in_bytes,
 //     memory.peak), the working set (usage minus inactive file pages, as the
 //     kubelet counts it), OOM kills (memory.oom_control, memory.events), CPU
-//     time;
+//     time (v2 cpu.stat);
 //   - freezing (v1 freezer.state, v2 cgroup.freeze), bounded in time;
 //     killing every member (v2 cgroup.kill, else freeze, SIGKILL each,
 //     thaw); removal; the groups a crashed controller left (Tree.Leftovers,

@@ -81,7 +81,7 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 	}
 	// Memory last in, first out: a thread in the batch's freezer but not
 	// in its memory cgroup charges nothing to the batch.
-	for _, c := range []string{Freezer, CPUAcct, Memory} {
+	for _, c := range []string{Freezer, Memory} {
 		d, ok := g.ref.Dirs[c]
 		if !ok {
 			continue
@@ -185,8 +185,9 @@ func (g *Group) Memory() (MemoryStats, error) {
 	return m, nil
 }
 
-// CPUTime returns the CPU time the group's processes used; false when no
-// CPU accounting is available.
+// CPUTime returns the CPU time the group's processes used: v2's cpu.stat
+// (v1 groups have no cpuacct directory, but those an earlier version
+// recorded); false when no CPU accounting is available.
 func (g *Group) CPUTime() (time.Duration, bool) {
 	if g.ref.Version == 1 {
 		d, ok := g.ref.Dirs[CPUAcct]

@@ -492,3 +492,30 @@ func inMemoryGroup(log, name string) bool {
 	}
 	return false
 }
+
+// TestBatchCPUTimeIsMeasured: a batch whose command and a child of it burn
+// CPU reports that CPU time, in a cgroup and under the sampler alike (v1
+// groups have no cpuacct: the leader's rusage, its waited-for children
+// included, gives it).
+func TestBatchCPUTimeIsMeasured(t *testing.T) {
+	burn := `i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done`
+	for _, mode := range []string{"sampler", "cgroup"} {
+		t.Run(mode, func(t *testing.T) {
+			s := testSpec(t, "sh", "-c", burn+"; sh -c '"+burn+"'")
+			if mode == "cgroup" {
+				s.Cgroup = testTree(t)
+			}
+			started := time.Now()
+			res := start(t, s).Wait()
+			wall := time.Since(started)
+			if res.ExitCode != 0 {
+				t.Fatalf("%+v", res)
+			}
+			// Two CPU-bound loops: much of the wall time is CPU time,
+			// even on a machine ten times oversubscribed.
+			if res.CPUTime <= 0 || res.CPUTime < wall/10 || res.CPUTime > 2*wall {
+				t.Errorf("CPU time %v for a CPU-bound batch of %v wall time", res.CPUTime, wall)
+			}
+		})
+	}
+}

@@ -466,6 +466,9 @@ loop:
 	waitErr := b.cmd.Wait()
 	ended := time.Now()
 	m.final()
+	if st := b.cmd.ProcessState; m.cpu == 0 && st != nil {
+		m.cpu = st.UserTime() + st.SystemTime()
+	}
 	if m.oomKills > 0 && !memKilled {
 		memKilled = true
 		// The kernel's kill may have ended the leader itself, before any

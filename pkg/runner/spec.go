@@ -158,7 +158,10 @@ type Result struct {
 	PeakWorkingSetBytes int64
 	// OOMKills counts the batch's processes the kernel killed at its limit.
 	OOMKills int64
-	// CPUTime is the CPU time the batch's processes used (0 when unknown).
+	// CPUTime is the CPU time the batch's processes used: its cgroup's
+	// (v2), else the leader's and that of the descendants it waited for
+	// (rusage; a process that left the batch, killed at its end, is not
+	// counted). 0 when unknown.
 	CPUTime time.Duration
 	// Enforcement says what held the batch to its contract: "cgroup v1
 	// DIR", "cgroup v2 DIR" or "sampler".
