@@ -188,3 +188,47 @@ func TestKillByEnvKillsMarkedProcessesAndTheirGroups(t *testing.T) {
 		t.Errorf("a process with another marker was killed: %v left", left)
 	}
 }
+
+// TestReadStartTicksMatchesProcfs: the start time read from field 22 is
+// procfs's, for this process and for one whose command holds ") " and
+// spaces (the field is found past the last parenthesis).
+func TestReadStartTicksMatchesProcfs(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := filepath.Join(t.TempDir(), "a) b (c")
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(odd, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(odd, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{os.Getpid(), cmd.Process.Pid} {
+		p, err := fs.Proc(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readStartTicks(procfs.DefaultMountPoint, pid)
+		if err != nil || got != st.Starttime {
+			t.Errorf("pid %d (%s): start ticks %d, %v; procfs says %d", pid, st.Comm, got, err, st.Starttime)
+		}
+	}
+	if _, err := readStartTicks(t.TempDir(), 1); err == nil {
+		t.Error("a missing stat file read without an error")
+	}
+}

@@ -181,7 +181,7 @@ func (b *Batch) start() error {
 	}
 	// The leader is not reaped before the group is empty (see supervise),
 	// so its stat is readable here even if it already exited.
-	if ticks, err := readStartTicks(b.fs, pid); err == nil {
+	if ticks, err := readStartTicks(procfs.DefaultMountPoint, pid); err == nil {
 		b.group.StartTicks = ticks
 	} else {
 		b.logf("=== batch %d: cannot read the start time of pid %d: %v ===", s.BatchIndex, pid, err)
@@ -637,7 +637,7 @@ func (m *meter) final() {
 	if m.b.cg == nil {
 		return
 	}
-	if ms, err := m.b.cg.Memory(); err == nil {
+	if ms, err := m.b.cg.PeakMemory(); err == nil {
 		m.peak = max(m.peak, ms.Peak)
 		m.oomKills = max(m.oomKills, ms.OOMKills)
 		// Every process has ended: what is still charged is page cache.

@@ -507,11 +507,7 @@ func TestKillLeftoverRefusesReusedPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	fs, err := procfs.NewDefaultFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ticks, err := readStartTicks(fs, cmd.Process.Pid)
+	ticks, err := readStartTicks(procfs.DefaultMountPoint, cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
