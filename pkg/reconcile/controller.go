@@ -168,18 +168,15 @@ type Controller struct {
 	byName  map[string]string // name → path of the file that owns it
 	invalid map[string]error  // path → why it is not a task (syntax, refused)
 	dirty   map[string]struct{}
-	// flushAt is no later than the earliest due write of the entries in
-	// dirty that are not in marked (zero: unknown, flush scans dirty);
-	// marked are the entries marked dirty since flush last scanned. A
-	// flush before flushAt looks at marked only: the scan of every dirty
-	// status (thousands of queued tasks waiting for QueuedWriteDelay) is
-	// made when a write is due, not at every event.
-	flushAt time.Time
-	marked  []*entry
-	// scans counts flushDue's scans (tests).
-	scans   int
-	nextSeq int64
-	synced  bool
+	// due orders the dirty statuses by due time (duewrites.go); marked
+	// are the entries marked dirty since the last flush, pushed onto it
+	// then (their due time is known once the event is applied whole).
+	due    dueQueue
+	marked []*entry
+	// duePopped counts the items flush popped (tests).
+	duePopped int
+	nextSeq   int64
+	synced    bool
 	// refused counts the phase transitions setPhase refused (bugs).
 	refused int
 	// writeErrorsChanged: the set of failing status writes changed since
@@ -212,6 +209,9 @@ type entry struct {
 	// queuedUntil, for a new manifest never written and only queued, is
 	// when its first write is due at the latest (Config.QueuedWriteDelay).
 	queuedUntil time.Time
+	// dueItemAt is the time of the entry's live item in Controller.due
+	// (zero: none).
+	dueItemAt time.Time
 	// waitNumbersAt is when a wait whose reason stayed, with new numbers
 	// in its message, was last scheduled for a write.
 	waitNumbersAt time.Time
@@ -1375,55 +1375,28 @@ func (c *Controller) dueAt(e *entry, now time.Time) time.Time {
 // once, failed ones included. The writes due together are one group
 // commit when the spool can make one (groupWriter).
 func (c *Controller) flush(now time.Time, all bool) time.Duration {
-	if !all && !c.flushAt.IsZero() {
-		// Only what was marked since the last scan can be due sooner.
-		for _, e := range c.marked {
-			if at := c.dueAt(e, now); at.Before(c.flushAt) {
-				c.flushAt = at
-			}
-		}
-		c.marked = c.marked[:0]
-		if now.Before(c.flushAt) {
-			return c.flushAt.Sub(now)
-		}
+	for _, e := range c.marked {
+		c.schedule(e, c.dueAt(e, now))
 	}
 	c.marked = c.marked[:0]
-	next := c.flushDue(now, all)
-	c.flushAt = time.Time{}
-	if next > 0 {
-		c.flushAt = now.Add(next)
-	}
-	return next
-}
-
-// flushDue scans every dirty status for flush: it writes those due and
-// returns when the next one is.
-func (c *Controller) flushDue(now time.Time, all bool) time.Duration {
-	c.scans++
-	var next time.Duration
 	var due []*entry
-	for path := range c.dirty {
-		e := c.entries[path]
-		if e == nil {
-			delete(c.dirty, path)
-			continue
-		}
-		at := c.dueAt(e, now)
-		if !all && now.Before(at) {
-			if wait := at.Sub(now); next == 0 || wait < next {
-				next = wait
+	if all {
+		for path := range c.dirty {
+			if e := c.entries[path]; e != nil {
+				due = append(due, e)
+			} else {
+				delete(c.dirty, path)
 			}
-			continue
 		}
-		due = append(due, e)
-	}
-	if len(due) == 0 {
-		return next
-	}
-	if !all {
+	} else {
+		due = c.popDue(now)
+		// limitDue sorts due in place: what it leaves is due[flushMax:],
+		// still due, written by the next pass.
 		var left int
 		if due, left = limitDue(due, flushMax); left > 0 {
-			next = time.Millisecond
+			for _, e := range due[len(due) : len(due)+left] {
+				c.schedule(e, now)
+			}
 		}
 	}
 	wrote := false
@@ -1432,14 +1405,17 @@ func (c *Controller) flushDue(now time.Time, all bool) time.Duration {
 		if c.wrote(e, now, r.err, r.took) {
 			delete(c.dirty, e.path)
 			wrote = true
-		} else if wait := e.retryAt.Sub(now); next == 0 || wait < next {
-			next = max(wait, time.Millisecond)
+		} else if !all && c.isDirty(e) {
+			c.schedule(e, c.dueAt(e, now)) // at its retry
 		}
 	}
 	if wrote {
 		c.countPhases(now, false)
 	}
-	return next
+	if all {
+		c.requeueDirty(now)
+	}
+	return c.nextDue(now)
 }
 
 // groupWriter is a Spool that writes several statuses as one group

@@ -41,7 +41,10 @@
 // One pass writes at most flushMax (64) statuses, committed progress
 // first, then phase changes, oldest first (flushlimit.go): under a flood
 // of new manifests, whose first writes are the costly ones, Run keeps
-// taking the spool's events between groups.
+// taking the spool's events between groups. A pass finds what is due in a
+// queue ordered by due time (duewrites.go), not by walking every dirty
+// status: thousands of queued tasks waiting for QueuedWriteDelay cost
+// nothing per event.
 //
 // The list index (index.go). For get, the owner keeps one row per
 // manifest whose current version it knows: the version a spool event

@@ -16,7 +16,9 @@ const flushMax = 64
 
 // limitDue keeps at most max of due, most pressing first: committed
 // progress, then phase changes (oldest first), then the rest (least
-// recently written first). It returns the kept ones and how many wait.
+// recently written first). It returns the kept ones and how many wait;
+// due is sorted in place, so the ones that wait follow the kept ones
+// (kept[len(kept):len(kept)+waiting]).
 func limitDue(due []*entry, max int) ([]*entry, int) {
 	if len(due) <= max {
 		return due, 0
