@@ -371,6 +371,20 @@ func (w *watcher) ignore(ctx context.Context, base, reason string) bool {
 // ctx ended.
 func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 	path := filepath.Join(w.s.dir, base)
+	if f := w.files[base]; f != nil && cause != causeTimer && f.vanishedAt.IsZero() {
+		// The version last read, untouched by what a stat shows: a relist
+		// of a large spool of finished manifests opens nothing (the
+		// resolution judges the name as the open would; what a changed
+		// file needs is done below).
+		if t, err := w.s.root.resolve(base); err == nil {
+			same := unchanged(f, &t.st)
+			t.close()
+			if same {
+				w.s.kick(path)
+				return true
+			}
+		}
+	}
 	t, file, err := w.s.root.openFile(base)
 	switch {
 	case err == nil:
@@ -396,8 +410,8 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 		f.vanishedAt = time.Time{} // back within the grace: the same manifest
 	}
 	if cause != causeTimer && unchanged(f, &t.st) {
-		// The version last read, untouched: a relist of a large spool of
-		// finished manifests reads nothing.
+		// Untouched since it was read (a file that had vanished and is
+		// back, the same version).
 		w.s.kick(path)
 		return true
 	}

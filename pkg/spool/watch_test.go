@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -430,5 +433,91 @@ func TestRelistStep(t *testing.T) {
 	}
 	if evs := step(); len(evs) != 1 || evs[0].Type != Deleted || evs[0].Name != "r" {
 		t.Fatalf("after delete: %v", evs)
+	}
+}
+
+// openedNames reads the inotify events of fd (IN_OPEN on a directory) and
+// returns the names of the files opened, the directory itself left out.
+func openedNames(t *testing.T, fd int) []string {
+	t.Helper()
+	var names []string
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EAGAIN) {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+			if name != "" && ev.Mask&unix.IN_ISDIR == 0 {
+				names = append(names, name)
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+	}
+}
+
+// TestRelistOpensNoUnchangedFile: the periodic relist of a spool of
+// manifests already read opens none of them (the kernel's IN_OPEN events
+// say so): a stat shows each is the version last read. An edited one is
+// opened and read again.
+func TestRelistOpensNoUnchangedFile(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := Open(dir, Options{Clock: clocktesting.NewFakeClock(time.Unix(1700000000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	w := &watcher{s: sp, files: map[string]*fileState{}, timed: map[string]struct{}{}}
+	ctx := context.Background()
+	step := func() []Event {
+		if !w.relist(ctx) {
+			t.Fatal("relist stopped")
+		}
+		var evs []Event
+		for {
+			select {
+			case ev := <-sp.events:
+				evs = append(evs, ev)
+			default:
+				return evs
+			}
+		}
+	}
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("m%02d.yaml", i)), []byte(manifest(fmt.Sprintf("m%02d", i))), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if evs := step(); len(evs) != 20 {
+		t.Fatalf("first relist emitted %d events, want 20 Added", len(evs))
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_OPEN); err != nil {
+		t.Fatal(err)
+	}
+	if evs := step(); len(evs) != 0 {
+		t.Fatalf("unchanged spool emitted %v", evs)
+	}
+	if opened := openedNames(t, fd); len(opened) != 0 {
+		t.Errorf("a relist of unchanged manifests opened %v", opened)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "m07.yaml"), []byte(manifest("m07")+"# edited\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = openedNames(t, fd) // the test's own write
+	if evs := step(); len(evs) != 1 || evs[0].Type != Modified {
+		t.Fatalf("after an edit the relist emitted %v, want one Modified", evs)
+	}
+	if opened := openedNames(t, fd); len(opened) != 1 || opened[0] != "m07.yaml" {
+		t.Errorf("after an edit the relist opened %v, want m07.yaml alone", opened)
 	}
 }
