@@ -47,6 +47,21 @@ func pending(s *Source) []spool.Event {
 	return append([]spool.Event(nil), s.mu.pending...)
 }
 
+// startEnv starts an API server with the namespaces the tests use: the
+// Leases' and the tasks'. The context ends with the test, within a minute.
+func startEnv(t *testing.T) (*kubetest.Env, context.Context) {
+	t.Helper()
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	for _, ns := range []string{"lardon3d", "work"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env, ctx
+}
+
 func createTask(t *testing.T, ctx context.Context, c ctrlclient.Client, name, mem string, deps ...string) {
 	t.Helper()
 	q := resource.MustParse(mem)
@@ -78,14 +93,7 @@ func createTask(t *testing.T, ctx context.Context, c ctrlclient.Client, name, me
 //     is told the task is gone (Deleted), and every later write is refused
 //     without reaching the server.
 func TestSourceClaimsPresentsAndFences(t *testing.T) {
-	env := kubetest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, ns := range []string{"lardon3d", "work"} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env, ctx := startEnv(t)
 	createTask(t, ctx, env.Client, "a", "64Mi")
 	createTask(t, ctx, env.Client, "b", "64Mi", "a")
 	createTask(t, ctx, env.Client, "big", "4Gi")
@@ -214,14 +222,7 @@ func (r laggingLeases) List(ctx context.Context, list ctrlclient.ObjectList, opt
 // Lease deleted), the same lagging pass takes it over, under the next
 // claim.
 func TestSourceTakesOverOnlyOnAFreshLease(t *testing.T) {
-	env := kubetest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, ns := range []string{"lardon3d", "work"} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env, ctx := startEnv(t)
 	createTask(t, ctx, env.Client, "a", "64Mi")
 	holder := newSource(t, env, "node-b", gi)
 	if err := holder.beat.Beat(ctx); err != nil {

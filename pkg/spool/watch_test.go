@@ -378,21 +378,19 @@ func TestWatchInvalidSpecIsEmitted(t *testing.T) {
 	}
 }
 
-// TestRelistStep drives the watcher's relist step directly, as if fsnotify
-// had dropped every event: the relist alone finds additions, edits and
-// deletions, and emits nothing for an unchanged directory.
-func TestRelistStep(t *testing.T) {
-	dir := t.TempDir()
-	fc := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
+// relistStepper opens a spool on dir with a watcher that is not running:
+// step relists once, as if fsnotify had dropped every event, and returns
+// the events emitted.
+func relistStepper(t *testing.T, dir string, fc *clocktesting.FakeClock) (*watcher, func() []Event) {
+	t.Helper()
 	sp, err := Open(dir, Options{Clock: fc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Close()
+	t.Cleanup(sp.Close)
 	w := &watcher{s: sp, files: map[string]*fileState{}, timed: map[string]struct{}{}}
-	ctx := context.Background()
-	step := func() []Event {
-		if !w.relist(ctx) {
+	return w, func() []Event {
+		if !w.relist(context.Background()) {
 			t.Fatal("relist stopped")
 		}
 		var evs []Event
@@ -405,6 +403,16 @@ func TestRelistStep(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRelistStep drives the watcher's relist step directly, as if fsnotify
+// had dropped every event: the relist alone finds additions, edits and
+// deletions, and emits nothing for an unchanged directory.
+func TestRelistStep(t *testing.T) {
+	dir := t.TempDir()
+	fc := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
+	w, step := relistStepper(t, dir, fc)
+	ctx := context.Background()
 	path := filepath.Join(dir, "r.yaml")
 	if err := os.WriteFile(path, []byte(manifest("1")), 0o600); err != nil {
 		t.Fatal(err)
@@ -467,27 +475,7 @@ func openedNames(t *testing.T, fd int) []string {
 // opened and read again.
 func TestRelistOpensNoUnchangedFile(t *testing.T) {
 	dir := t.TempDir()
-	sp, err := Open(dir, Options{Clock: clocktesting.NewFakeClock(time.Unix(1700000000, 0))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Close()
-	w := &watcher{s: sp, files: map[string]*fileState{}, timed: map[string]struct{}{}}
-	ctx := context.Background()
-	step := func() []Event {
-		if !w.relist(ctx) {
-			t.Fatal("relist stopped")
-		}
-		var evs []Event
-		for {
-			select {
-			case ev := <-sp.events:
-				evs = append(evs, ev)
-			default:
-				return evs
-			}
-		}
-	}
+	_, step := relistStepper(t, dir, clocktesting.NewFakeClock(time.Unix(1700000000, 0)))
 	for i := range 20 {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("m%02d.yaml", i)), []byte(manifest(fmt.Sprintf("m%02d", i))), 0o600); err != nil {
 			t.Fatal(err)
