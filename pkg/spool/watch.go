@@ -376,6 +376,10 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 		// of a large spool of finished manifests opens nothing (the
 		// resolution judges the name as the open would; what a changed
 		// file needs is done below).
+		if st, ok := w.s.root.statPlain(base); ok && unchanged(f, &st) {
+			w.s.kick(path)
+			return true
+		}
 		if t, err := w.s.root.resolve(base); err == nil {
 			same := unchanged(f, &t.st)
 			t.close()
