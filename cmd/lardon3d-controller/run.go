@@ -363,6 +363,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 
 		ctx, cancel := context.WithCancel(context.Background())
+		tuneGC(ctx)
 		defer cancel()
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
