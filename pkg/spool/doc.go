@@ -40,7 +40,8 @@
 // (read with golang.org/x/sys/unix: fsnotify v1.10 keeps IN_CLOSE_WRITE
 // unexported), relists every Options.Relist (10 s) and relists at once on
 // a queue overflow (events are hints, the listing is the truth). A relist
-// reads only the files whose inode, size or modification time changed.
+// stats every file and opens only those whose inode, size or modification
+// time changed.
 //
 // A file is read only once nobody holds it open for writing. The watcher
 // asks the kernel: a read lease (fcntl F_SETLEASE F_RDLCK) is refused while
