@@ -67,6 +67,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSetSpecPaused$$' -fuzztime $(FUZZTIME) ./pkg/spool
 	$(GO) test -run '^$$' -fuzz '^FuzzPlaceholderCheck$$' -fuzztime $(FUZZTIME) ./pkg/spool
 	$(GO) test -run '^$$' -fuzz '^FuzzEmitScalars$$' -fuzztime $(FUZZTIME) ./pkg/spool
+	$(GO) test -run '^$$' -fuzz '^FuzzUserContentShortcut$$' -fuzztime $(FUZZTIME) ./pkg/spool
 	$(GO) test -run '^$$' -fuzz '^FuzzProgressReader$$' -fuzztime $(FUZZTIME) ./pkg/runner
 
 ## schemas: regenerate schemas/task.schema.json from the Go types

@@ -199,3 +199,31 @@ func FuzzSetSpecPaused(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUserContentShortcut: where mayHoldStatus says no key can be
+// "status", the parse finds none either (the user part is the file).
+func FuzzUserContentShortcut(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{
+		"apiVersion: v1\nkind: Task\n\"st\\x61tus\": {phase: Done}\n",
+		"kind: Task\n\"\\u0073tatus\": x\n",
+		"kind: Task\n!!binary c3RhdHVz: x\n",
+		"kind: Task\n? sta\n  tus\n: x\n",
+		"kind: Task\n? |-\n  sta\n  tus\n: x\n",
+		"a: &k stat\nb: *k\n",
+		"\xff\xfes\x00t\x00a\x00t\x00u\x00s\x00:\x00 \x00x\x00\n\x00",
+		"{kind: Task, spec: {command: [\"true\"]}}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if mayHoldStatus(src) {
+			return
+		}
+		if got := userContentParsed(src); !bytes.Equal(got, src) {
+			t.Fatalf("no word status, backslash or NUL in %q, but the parse found a status entry (user part %q)", src, got)
+		}
+	})
+}
