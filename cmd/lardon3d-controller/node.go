@@ -139,6 +139,7 @@ ServiceAccount, see deploy/).`,
 		if err != nil {
 			return usage(err)
 		}
+		defer removeCgroups(cgroups, log) // once Run returned: every batch's group is gone
 		leases := scratch.New(data, bc.ScratchDirs, log)
 		gov, snapshot, err := newMachine(bc, leases.Prefix())
 		if err != nil {
@@ -179,9 +180,7 @@ ServiceAccount, see deploy/).`,
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer cancel()
 		log.Info().Str("node", nodeName).Str("host", cfg.Host).Msg("node agent starting")
-		_, err = ctrl.Run(ctx)
-		removeCgroups(cgroups, log)
-		if err != nil && ctx.Err() == nil {
+		if _, err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
 			return &exitError{code: 2, err: err}
 		}
 		return nil

@@ -313,6 +313,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
+		defer removeCgroups(cgroups, log) // once Run returned: every batch's group is gone
 		leases := scratch.New(spoolAbs, bc.ScratchDirs, log)
 		gov, snapshot, err := newMachine(bc, leases.Prefix())
 		if err != nil {
@@ -378,7 +379,6 @@ func newRunCommand(g *globals) *cobra.Command {
 		}()
 		out, err := ctrl.Run(ctx)
 		cancel()
-		removeCgroups(cgroups, log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

@@ -373,20 +373,11 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 	path := filepath.Join(w.s.dir, base)
 	if f := w.files[base]; f != nil && cause != causeTimer && f.vanishedAt.IsZero() {
 		// The version last read, untouched by what a stat shows: a relist
-		// of a large spool of finished manifests opens nothing (the
-		// resolution judges the name as the open would; what a changed
-		// file needs is done below).
+		// of a large spool of finished manifests opens nothing. A link,
+		// or a file that changed, is judged and opened below.
 		if st, ok := w.s.root.statPlain(base); ok && unchanged(f, &st) {
 			w.s.kick(path)
 			return true
-		}
-		if t, err := w.s.root.resolve(base); err == nil {
-			same := unchanged(f, &t.st)
-			t.close()
-			if same {
-				w.s.kick(path)
-				return true
-			}
 		}
 	}
 	t, file, err := w.s.root.openFile(base)
@@ -414,8 +405,8 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 		f.vanishedAt = time.Time{} // back within the grace: the same manifest
 	}
 	if cause != causeTimer && unchanged(f, &t.st) {
-		// Untouched since it was read (a file that had vanished and is
-		// back, the same version).
+		// Untouched since it was read (through a link, or a file that
+		// had vanished and is back, the same version).
 		w.s.kick(path)
 		return true
 	}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ab.sh OLD NEW [ROUNDS] [N]: N trivial tasks (true, default 2000), two at a
+# time, run by the controller binaries OLD and NEW alternately, ROUNDS times
+# each (default 4). Prints each run's wall time and the controller's own CPU
+# time (utime + stime of /proc/PID/stat, the last sample before it exits),
+# then the means. Alternating in one session is what makes two builds
+# comparable on a shared, noisy machine: compare the means, not a run.
+# The spools are removed at the end only: on ext4 without a journal, files
+# deleted in the last minutes slow every file creation.
+# Environment: BENCHKIT (default bin/benchkit), CONTROLLER_FLAGS.
+set -euo pipefail
+
+[ $# -ge 2 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
+old=$1 new=$2 rounds=${3:-4} n=${4:-2000}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BK=${BENCHKIT:-$ROOT/bin/benchkit}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tick=$(getconf CLK_TCK)
+
+# run BIN LABEL: one run; prints "LABEL WALL CPU".
+run() {
+	local spool=$work/$RANDOM$RANDOM/spool pid last="" s e
+	mkdir -p "$spool" && chmod 700 "$spool"
+	"$BK" spool-gen --kind trivial --n "$n" --dir "$spool" >/dev/null
+	s=$(date +%s.%N)
+	# shellcheck disable=SC2086
+	"$1" run --spool "$spool" --exit-when-done --max-parallel 2 ${CONTROLLER_FLAGS:-} >/dev/null 2>&1 &
+	pid=$!
+	while st=$(cat /proc/$pid/stat 2>/dev/null); do last=$st; sleep 0.02; done
+	wait "$pid" || { echo "ab.sh: $1 failed" >&2 && return 1; }
+	e=$(date +%s.%N)
+	awk -v l="$2" -v s="$s" -v e="$e" -v t="$tick" -v st="$last" \
+		'BEGIN { split(st, f, " "); printf "%s %.2f %.2f\n", l, e - s, (f[14] + f[15]) / t }'
+}
+
+for _ in $(seq "$rounds"); do
+	run "$old" old
+	run "$new" new
+done | tee "$work/runs" | awk '{ printf "%-4s wall %6.2f s  controller CPU %6.2f s\n", $1, $2, $3 }'
+awk '{ w[$1] += $2; c[$1] += $3; k[$1]++ }
+	END { for (l in w) printf "%-4s mean wall %.2f s, controller CPU %.2f s (%d runs)\n", l, w[l] / k[l], c[l] / k[l], k[l] }' "$work/runs" | sort
