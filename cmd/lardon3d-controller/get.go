@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -90,11 +89,15 @@ func newGetCommand(g *globals) *cobra.Command {
 // listTasks lists the spool's tasks (or the one named in args) that o
 // selects, in o's order.
 func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
-	read := readSpool
+	var files []manifestFile
+	var err error
 	if indexedOutput(o) {
-		read = readSpoolListed
+		// New manifests may be listed by file name where their spec is
+		// not shown and selects nothing.
+		files, err = readSpoolListed(dir, len(args) == 0 && sel.Empty() && o.output != "wide")
+	} else {
+		files, err = readSpool(dir)
 	}
-	files, err := read(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -156,17 +159,42 @@ func selectLabels(files []manifestFile, sel labels.Selector) []manifestFile {
 }
 
 // sortFiles orders files by the --sort-by key, ties in queue order, then
-// by name (files come sorted by name).
+// by name and path: one total order, whatever order files come in.
 func sortFiles(files []manifestFile, by string) {
-	sort.SliceStable(files, func(i, j int) bool { return queueLess(files[i], files[j]) })
+	var key func(a, b manifestFile) int
 	switch by {
 	case "name":
-		sort.SliceStable(files, func(i, j int) bool { return files[i].name() < files[j].name() })
+		key = func(a, b manifestFile) int { return strings.Compare(a.name(), b.name()) }
 	case "age":
-		sort.SliceStable(files, func(i, j int) bool { return startLess(files[i], files[j]) })
+		key = func(a, b manifestFile) int {
+			switch {
+			case startLess(a, b):
+				return -1
+			case startLess(b, a):
+				return 1
+			}
+			return 0
+		}
 	case "phase":
-		sort.SliceStable(files, func(i, j int) bool { return phaseName(files[i]) < phaseName(files[j]) })
+		key = func(a, b manifestFile) int { return strings.Compare(phaseName(a), phaseName(b)) }
 	}
+	slices.SortFunc(files, func(a, b manifestFile) int {
+		if key != nil {
+			if c := key(a, b); c != 0 {
+				return c
+			}
+		}
+		switch {
+		case queueLess(a, b):
+			return -1
+		case queueLess(b, a):
+			return 1
+		}
+		if c := strings.Compare(a.name(), b.name()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.path, b.path)
+	})
 }
 
 // queueSeq is f's position in the queue; 0 when it was never queued.
@@ -385,6 +413,14 @@ func render(w io.Writer, files []manifestFile, output string, noHeaders, single 
 		fmt.Fprintln(tw, header)
 	}
 	for _, f := range files {
+		if f.notRead {
+			row := fmt.Sprintf("%s\tNew\t-\t-\t-\t-\tNotRead", cell(f.name()))
+			if wide {
+				row += "\t-\t-\t-\t-\t-"
+			}
+			fmt.Fprintln(tw, row)
+			continue
+		}
 		if f.invalid() {
 			row := fmt.Sprintf("%s\t%s\t-\t-\t-\t-\t%s", cell(f.name()), "Invalid", cell(oneLine(f.err)))
 			if wide {

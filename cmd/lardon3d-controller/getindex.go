@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
 // indexedOutput reports whether get's output o renders from a task's
@@ -26,14 +29,26 @@ func lessGC() {
 	}
 }
 
+// unparsedNew is how many new manifests a listing from the index parses
+// itself: manifests the running controller has not read yet (no row of
+// the version the file is) that hold no status (spool.MayHoldStatus). Above
+// it, when thousands were just dropped in, they are listed by their file
+// names alone (notRead: phase New, reason NotRead), as the controller has
+// not looked at them either: a parse costs some 100 µs, and ten thousand
+// made the first listings of a flood take seconds. A manifest that may
+// hold a status is always parsed, whatever their number.
+const unparsedNew = 256
+
 // readSpoolListed is readSpool for a listing: a manifest the running
 // controller's list index (STATE/index.jsonl, reconcile.ReadIndex)
 // describes, in the version the file still is (reconcile.VersionOf), is
 // taken from it; every other one (new, edited or written since, invalid,
-// not yet read by the controller) is read and parsed as readSpool would. With no
-// controller running, or no usable index, it is readSpool. The rows
-// render as those of the files do (getindex_test.go holds it to that).
-func readSpoolListed(dir string) ([]manifestFile, error) {
+// not yet read by the controller) is read and parsed as readSpool would,
+// but when byName allows it and more than unparsedNew of them hold no
+// status: those are listed by file name. The files come in no particular
+// order. With no controller running, or no usable index, it is readSpool. The rows render as those of the files
+// do (getindex_test.go holds it to that).
+func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 	idx, err := reconcile.ReadIndex(filepath.Join(dir, ".lardon3d"), dir)
 	if err != nil {
 		return readSpool(dir)
@@ -41,18 +56,52 @@ func readSpoolListed(dir string) ([]manifestFile, error) {
 	if err := checkSpoolDir(dir); err != nil {
 		return nil, err
 	}
-	ents, err := listDir(dir)
+	d, err := os.Open(dir)
 	if err != nil {
 		return readSpool(dir)
 	}
+	defer d.Close()
+	ents, err := d.ReadDir(-1)
+	if err != nil {
+		return readSpool(dir)
+	}
+	dirfd := int(d.Fd())
+	rd, err := spool.OpenReader(dir, 0)
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	defer rd.Close()
 	out := readManifests(manifestPaths(dir, ents), func(path string) manifestFile {
 		if row, ok := idx[filepath.Base(path)]; ok {
-			if v, err := reconcile.VersionOf(path); err == nil && v == row.Version {
+			if v, err := reconcile.VersionAt(dirfd, filepath.Base(path)); err == nil && v == row.Version {
 				return manifestFile{path: path, task: row.Task}
 			}
 		}
-		return readManifest(path)
+		data, err := rd.Read(filepath.Base(path))
+		switch {
+		case err != nil:
+			return manifestFile{path: path, err: err}
+		case byName && !spool.MayHoldStatus(data):
+			return manifestFile{path: path, raw: data} // new: parsed below, or not
+		}
+		return parseManifest(path, data)
 	})
-	sortByName(out)
-	return out, nil
+	var fresh []int
+	for i := range out {
+		if out[i].task == nil && out[i].err == nil {
+			fresh = append(fresh, i)
+		}
+	}
+	if len(fresh) <= unparsedNew {
+		onEveryCPU(len(fresh), func(k int) {
+			i := fresh[k]
+			out[i] = parseManifest(out[i].path, out[i].raw)
+		})
+	} else {
+		for _, i := range fresh {
+			base := filepath.Base(out[i].path)
+			out[i] = manifestFile{path: out[i].path, notRead: true, task: &v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: v1alpha1.NameFromFile(base)}}}
+		}
+	}
+	return out, nil // unsorted: listTasks sorts
 }

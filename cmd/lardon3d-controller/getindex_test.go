@@ -224,7 +224,7 @@ spec:
 	// The files settle (the waiting task's status is written at most
 	// every ProgressInterval; the index follows within IndexEvery).
 	eventually(t, 20*time.Second, "the listing from the index equal to the files'", func() bool {
-		fromIndex, err := readSpoolListed(spool)
+		fromIndex, err := readSpoolListed(spool, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ spec:
 		t.Fatal(err)
 	}
 	writeManifest(t, spool, "t03.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: t03\n  labels: {n: edited}\nspec:\n  command: [\"true\"]\n  items: {count: 2}\n")
-	fromIndex, err := readSpoolListed(spool)
+	fromIndex, err := readSpoolListed(spool, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,4 +302,107 @@ func indexHits(t *testing.T, spool string, idx map[string]reconcile.IndexedTask)
 		}
 	}
 	return n
+}
+
+// TestGetListsAFloodOfNewManifestsByFileName drops more new manifests than
+// a listing parses (unparsedNew) into the spool of a controller that cannot
+// read them (stopped): they are listed by file name, New, NotRead, but for
+// the one that holds a status; a listing that shows or selects by their
+// spec parses them all; once few are new, and once the controller has read
+// them, the listing is the files' again.
+func TestGetListsAFloodOfNewManifestsByFileName(t *testing.T) {
+	spool := newSpool(t)
+	const body = "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: %s\n  labels: {wave: %q}\nspec:\n  command: [\"true\"]\n  items: {count: 1}\n"
+	writeManifest(t, spool, "first.yaml", fmt.Sprintf(body, "first", "0"))
+	c := startController(t, spool)
+	stateDir := filepath.Join(spool, ".lardon3d")
+	eventually(t, time.Minute, "the first task Done in the index", func() bool {
+		idx, err := reconcile.ReadIndex(stateDir, spool)
+		return err == nil && idx["first.yaml"].Task != nil && idx["first.yaml"].Task.Status.Phase == v1alpha1.PhaseDone && indexHits(t, spool, idx) == 1
+	})
+	done, err := os.ReadFile(filepath.Join(spool, "first.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.cmd.Process.Signal(syscall.SIGCONT) }()
+	n := unparsedNew + 20
+	for i := range n {
+		// metadata.name is not the file's name: a parse would list it so.
+		writeManifest(t, spool, fmt.Sprintf("f%03d.yaml", i), fmt.Sprintf(body, fmt.Sprintf("flood-%03d", i), "1"))
+	}
+	writeManifest(t, spool, "copied.yaml", strings.Replace(string(done), "name: first", "name: copied", 1))
+	out, code := runCLI(t, "get", "--spool", spool)
+	if code != 0 {
+		t.Fatalf("get (exit %d):\n%s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != n+3 {
+		t.Fatalf("%d lines for %d manifests:\n%s", len(lines), n+2, out)
+	}
+	notRead := 0
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		switch {
+		case f[0] == "first" || f[0] == "copied":
+			if f[1] != "Done" {
+				t.Errorf("a manifest with a status listed as %q: %s", f[1], l)
+			}
+		case strings.HasPrefix(f[0], "f") && len(f) == 7 && f[1] == "New" && f[6] == "NotRead":
+			notRead++
+		default:
+			t.Errorf("unexpected row %q", l)
+		}
+	}
+	if notRead != n {
+		t.Errorf("%d of the %d new manifests listed by file name", notRead, n)
+	}
+	if out, _ := runCLI(t, "get", "--spool", spool, "-o", "name"); !strings.Contains(out, "task/f007\n") || strings.Contains(out, "flood-007") {
+		t.Errorf("get -o name in a flood:\n%s", out)
+	}
+	// What shows or selects by the spec parses every manifest.
+	for _, args := range [][]string{{"-l", "wave=1"}, {"-o", "wide"}, {"flood-007"}} {
+		out, code := runCLI(t, append([]string{"get", "--spool", spool}, args...)...)
+		if code != 0 || !strings.Contains(out, "flood-007") || strings.Contains(out, "NotRead") {
+			t.Errorf("get %v (exit %d): the specs not read:\n%s", args, code, out)
+		}
+	}
+	// Few new manifests: all parsed, the listing is the files'.
+	for i := unparsedNew - 10; i < n; i++ {
+		if err := os.Remove(filepath.Join(spool, fmt.Sprintf("f%03d.yaml", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameAsFiles := func() bool {
+		fromIndex, err := readSpoolListed(spool, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromFiles, err := readSpool(spool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := getOptions{}
+		a, b := listing(t, fromIndex, &o, "", time.Now()), listing(t, fromFiles, &o, "", time.Now())
+		if a != b {
+			t.Logf("from the files:\n%s\nfrom the index:\n%s", b, a)
+		}
+		return a == b && !strings.Contains(a, "NotRead")
+	}
+	if !sameAsFiles() {
+		t.Errorf("%d new manifests not listed as the files are", unparsedNew-10)
+	}
+	// The flood again; once the controller has read it, no row is NotRead.
+	for i := unparsedNew - 10; i < n; i++ {
+		writeManifest(t, spool, fmt.Sprintf("f%03d.yaml", i), fmt.Sprintf(body, fmt.Sprintf("flood-%03d", i), "1"))
+	}
+	if out, _ := runCLI(t, "get", "--spool", spool); !strings.Contains(out, "NotRead") {
+		t.Errorf("the flood again, not listed by file name:\n%s", out)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the listing from the index equal to the files'", sameAsFiles)
 }

@@ -25,6 +25,14 @@ type manifestFile struct {
 	// learned is what the history says of the task's profile (get -o
 	// wide fills it; nil when unknown).
 	learned *reconcile.ProfileEstimate
+	// notRead marks a manifest listed by its file name alone: the
+	// running controller has not read it yet, it holds no status, and the
+	// listing did not parse it (readSpoolListed, when many are new). task
+	// then holds only the name NameFromFile gives.
+	notRead bool
+	// raw is the file's content, read and not parsed yet (task and err
+	// both nil): readSpoolListed's first pass.
+	raw []byte
 }
 
 // readSpool reads every manifest of dir, sorted by task name. It works
@@ -37,7 +45,18 @@ func readSpool(dir string) ([]manifestFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
-	out := readManifests(manifestPaths(dir, ents), readManifest)
+	rd, err := spool.OpenReader(dir, 0)
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	defer rd.Close()
+	out := readManifests(manifestPaths(dir, ents), func(path string) manifestFile {
+		data, err := rd.Read(filepath.Base(path))
+		if err != nil {
+			return manifestFile{path: path, err: err}
+		}
+		return parseManifest(path, data)
+	})
 	sortByName(out)
 	return out, nil
 }
@@ -79,17 +98,22 @@ func manifestPaths(dir string, ents []fs.DirEntry) []string {
 // listing of ten thousand files is that many parses), in their order.
 func readManifests(paths []string, read func(string) manifestFile) []manifestFile {
 	out := make([]manifestFile, len(paths))
+	onEveryCPU(len(paths), func(i int) { out[i] = read(paths[i]) })
+	return out
+}
+
+// onEveryCPU calls f(0), ..., f(n-1), as many at a time as there are CPUs.
+func onEveryCPU(n int, f func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+	for range min(runtime.GOMAXPROCS(0), n) {
 		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(paths); i = int(next.Add(1)) - 1 {
-				out[i] = read(paths[i])
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
-	return out
 }
 
 // checkSpoolDir fails unless dir is a directory (through symlinks): a
@@ -111,12 +135,16 @@ func checkSpoolDir(dir string) error {
 // the controller would refuse to read (a FIFO, a socket, a file too large,
 // outside the spool or another user's) is never opened, only reported.
 func readManifest(path string) manifestFile {
-	mf := manifestFile{path: path}
 	data, err := spool.ReadManifest(filepath.Dir(path), filepath.Base(path), 0)
 	if err != nil {
-		mf.err = err
-		return mf
+		return manifestFile{path: path, err: err}
 	}
+	return parseManifest(path, data)
+}
+
+// parseManifest is the manifest at path, whose content is data.
+func parseManifest(path string, data []byte) manifestFile {
+	mf := manifestFile{path: path}
 	mf.task, mf.err = v1alpha1.ParseManifest(filepath.Base(path), data)
 	return mf
 }

@@ -26,16 +26,7 @@ func safeText(s string) string { return escape(s, true, false) }
 func safeJSON(s string) string { return escape(s, true, true) }
 
 func escape(s string, keepLayout, json bool) string {
-	clean := true
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && n <= 1) || unsafeRune(r, keepLayout) || r == '\\' && !keepLayout {
-			clean = false
-			break
-		}
-		i += n
-	}
-	if clean {
+	if clean(s, keepLayout) {
 		return s
 	}
 	var b strings.Builder
@@ -66,6 +57,23 @@ func escape(s string, keepLayout, json bool) string {
 		i += n
 	}
 	return b.String()
+}
+
+// clean reports whether escape leaves s as it is: no invalid UTF-8, no
+// unsafe rune, no backslash unless keepLayout.
+func clean(s string, keepLayout bool) bool {
+	for i := 0; i < len(s); {
+		if c := s[i]; c >= 0x20 && c < 0x7f && c != '\\' || keepLayout && (c == '\n' || c == '\t' || c == '\\') {
+			i++ // printable ASCII: the whole of most texts, read bytewise
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n <= 1) || unsafeRune(r, keepLayout) || r == '\\' && !keepLayout {
+			return false
+		}
+		i += n
+	}
+	return true
 }
 
 // unsafeRune reports a rune a terminal may act on: C0 and C1 controls,

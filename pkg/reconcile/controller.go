@@ -348,6 +348,11 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 	publish := time.NewTicker(2 * time.Second)
 	defer publish.Stop()
 	c.publishBudgets()
+	// The index is published at once, empty if need be: it tells get that
+	// a controller runs, which then lists the manifests not read yet as
+	// such rather than parse thousands of them itself.
+	c.index.changed = true
+	c.publishIndex(time.Now())
 	var runErr error
 loop:
 	for {

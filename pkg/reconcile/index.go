@@ -225,9 +225,13 @@ type FileVersion struct {
 }
 
 // VersionOf is the version of the file at path (through symlinks).
-func VersionOf(path string) (FileVersion, error) {
+func VersionOf(path string) (FileVersion, error) { return VersionAt(unix.AT_FDCWD, path) }
+
+// VersionAt is VersionOf the file called name in the directory open as
+// dirfd: a listing stats ten thousand files of one directory.
+func VersionAt(dirfd int, name string) (FileVersion, error) {
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
+	if err := unix.Fstatat(dirfd, name, &st, 0); err != nil {
 		return FileVersion{}, err
 	}
 	return FileVersion{Inode: st.Ino, Size: st.Size, ModTime: st.Mtim.Nano()}, nil

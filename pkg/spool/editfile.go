@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -58,29 +59,39 @@ func (id FileIdentity) sameVersion(o FileIdentity) bool {
 // readVersion reads f from offset 0 (at most max bytes) and returns its
 // identity, content and stat.
 func readVersion(f *os.File, max int64) (FileIdentity, []byte, *syscall.Stat_t, error) {
-	fi, err := f.Stat()
+	data, fi, err := readContent(f, max)
 	if err != nil {
 		return FileIdentity{}, nil, nil, err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return FileIdentity{}, nil, nil, fmt.Errorf("stat %s: no unix stat", f.Name())
+	st := fi.Sys().(*syscall.Stat_t)
+	id := FileIdentity{Inode: st.Ino, Size: int64(len(data)), ModTime: fi.ModTime(), Hash: sha256.Sum256(data)}
+	return id, data, st, nil
+}
+
+// readContent reads the regular file f from offset 0, at most max bytes,
+// and returns its content and its stat (a *syscall.Stat_t inside).
+func readContent(f *os.File, max int64) ([]byte, fs.FileInfo, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := fi.Sys().(*syscall.Stat_t); !ok {
+		return nil, nil, fmt.Errorf("stat %s: no unix stat", f.Name())
 	}
 	if !fi.Mode().IsRegular() {
-		return FileIdentity{}, nil, nil, fmt.Errorf("%s: not a regular file", f.Name())
+		return nil, nil, fmt.Errorf("%s: not a regular file", f.Name())
 	}
 	if fi.Size() > max {
-		return FileIdentity{}, nil, nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", f.Name(), ErrTooLarge, fi.Size(), max)
+		return nil, nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", f.Name(), ErrTooLarge, fi.Size(), max)
 	}
 	data, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, max+1), max+1))
 	if err != nil {
-		return FileIdentity{}, nil, nil, fmt.Errorf("read %s: %w", f.Name(), err)
+		return nil, nil, fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	if int64(len(data)) > max {
-		return FileIdentity{}, nil, nil, fmt.Errorf("%s: %w: more than %d bytes", f.Name(), ErrTooLarge, max)
+		return nil, nil, fmt.Errorf("%s: %w: more than %d bytes", f.Name(), ErrTooLarge, max)
 	}
-	id := FileIdentity{Inode: st.Ino, Size: int64(len(data)), ModTime: fi.ModTime(), Hash: sha256.Sum256(data)}
-	return id, data, st, nil
+	return data, fi, nil
 }
 
 // ErrBusy reports a write-back that found the manifest held open for

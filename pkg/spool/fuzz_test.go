@@ -200,7 +200,7 @@ func FuzzSetSpecPaused(f *testing.F) {
 	})
 }
 
-// FuzzUserContentShortcut: where mayHoldStatus says no key can be
+// FuzzUserContentShortcut: where MayHoldStatus says no key can be
 // "status", the parse finds none either (the user part is the file).
 func FuzzUserContentShortcut(f *testing.F) {
 	for _, s := range fuzzSeeds {
@@ -219,7 +219,7 @@ func FuzzUserContentShortcut(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		if mayHoldStatus(src) {
+		if MayHoldStatus(src) {
 			return
 		}
 		if got := userContentParsed(src); !bytes.Equal(got, src) {

@@ -613,19 +613,20 @@ func statusRange(src []byte) (start, end int, err error) {
 // userContent returns src without its status entry: the part of the file
 // the user owns. When src cannot be parsed for editing it is src itself.
 func userContent(src []byte) []byte {
-	if !mayHoldStatus(src) {
+	if !MayHoldStatus(src) {
 		return src // every new manifest: no parse at all
 	}
 	return userContentParsed(src)
 }
 
-// mayHoldStatus reports whether a YAML reading of src can find a key
+// MayHoldStatus reports whether a YAML reading of src can find a key
 // "status". A scalar's value is its bytes, but for the escapes of a
 // double-quoted scalar (a backslash) and for UTF-16 text (NUL bytes in
 // ASCII): without the word, a backslash or a NUL, no key is "status".
 // (A !!binary key or an alias is no scalar "status" to find either.)
+// False means that src holds no status entry at all.
 // FuzzUserContentShortcut holds it to the parse.
-func mayHoldStatus(src []byte) bool {
+func MayHoldStatus(src []byte) bool {
 	return bytes.Contains(src, []byte(statusKey)) || bytes.IndexByte(src, '\\') >= 0 || bytes.IndexByte(src, 0) >= 0
 }
 

@@ -302,6 +302,25 @@ func fileKind(mode uint32) string {
 // fs.ErrNotExist, ErrOutsideSpool, ErrNotRegular, ErrForeignOwner or
 // ErrTooLarge. The read-only verbs use it.
 func ReadManifest(dir, name string, max int64) ([]byte, error) {
+	rd, err := OpenReader(dir, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return rd.Read(name)
+}
+
+// Reader reads manifests of one spool directory, opened once, as
+// ReadManifest does: a listing reads thousands. It is safe for
+// concurrent use.
+type Reader struct {
+	r   *root
+	max int64
+}
+
+// OpenReader opens the spool directory dir for reading manifests of at
+// most max bytes (0: DefaultMaxFileSize).
+func OpenReader(dir string, max int64) (*Reader, error) {
 	if max <= 0 {
 		max = DefaultMaxFileSize
 	}
@@ -313,16 +332,23 @@ func ReadManifest(dir, name string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.close()
-	t, f, err := r.openFile(name)
+	return &Reader{r: r, max: max}, nil
+}
+
+// Read is ReadManifest of the manifest called name.
+func (rd *Reader) Read(name string) ([]byte, error) {
+	t, f, err := rd.r.openFile(name)
 	if err != nil {
 		return nil, err
 	}
 	defer t.close()
 	defer f.Close()
-	_, data, _, err := readVersion(f, max)
+	data, _, err := readContent(f, rd.max)
 	return data, err
 }
+
+// Close releases the directory.
+func (rd *Reader) Close() { rd.r.close() }
 
 // dupCloexec duplicates fd close-on-exec, so that no batch the controller
 // starts inherits it (unix.Dup would not set the flag).
