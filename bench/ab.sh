@@ -7,10 +7,11 @@
 # comparable on a shared, noisy machine: compare the means, not a run.
 # The spools are removed at the end only: on ext4 without a journal, files
 # deleted in the last minutes slow every file creation.
+# The log goes to a file, as in bench/run.sh (JSON lines: not a terminal).
 # Environment: BENCHKIT (default bin/benchkit), CONTROLLER_FLAGS.
 set -euo pipefail
 
-[ $# -ge 2 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
+[ $# -ge 2 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
 old=$1 new=$2 rounds=${3:-4} n=${4:-2000}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BK=${BENCHKIT:-$ROOT/bin/benchkit}
@@ -25,7 +26,7 @@ run() {
 	"$BK" spool-gen --kind trivial --n "$n" --dir "$spool" >/dev/null
 	s=$(date +%s.%N)
 	# shellcheck disable=SC2086
-	"$1" run --spool "$spool" --exit-when-done --max-parallel 2 ${CONTROLLER_FLAGS:-} >/dev/null 2>&1 &
+	"$1" run --spool "$spool" --exit-when-done --max-parallel 2 ${CONTROLLER_FLAGS:-} >/dev/null 2>"$spool.log" &
 	pid=$!
 	while st=$(cat /proc/$pid/stat 2>/dev/null); do last=$st; sleep 0.02; done
 	wait "$pid" || { echo "ab.sh: $1 failed" >&2 && return 1; }

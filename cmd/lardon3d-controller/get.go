@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -159,42 +162,64 @@ func selectLabels(files []manifestFile, sel labels.Selector) []manifestFile {
 }
 
 // sortFiles orders files by the --sort-by key, ties in queue order, then
-// by name and path: one total order, whatever order files come in.
+// by name and path: one total order, whatever order files come in. The
+// keys are computed once per file (ten thousand files: some 140,000
+// comparisons).
 func sortFiles(files []manifestFile, by string) {
-	var key func(a, b manifestFile) int
-	switch by {
-	case "name":
-		key = func(a, b manifestFile) int { return strings.Compare(a.name(), b.name()) }
-	case "age":
-		key = func(a, b manifestFile) int {
-			switch {
-			case startLess(a, b):
-				return -1
-			case startLess(b, a):
-				return 1
-			}
-			return 0
-		}
-	case "phase":
-		key = func(a, b manifestFile) int { return strings.Compare(phaseName(a), phaseName(b)) }
+	type keys struct {
+		primary string     // name or phase (by "name", "phase")
+		start   *time.Time // by "age"; nil: never started
+		seq     int64      // queue position, math.MaxInt64 when never queued
+		name    string
+		i       int
 	}
-	slices.SortFunc(files, func(a, b manifestFile) int {
-		if key != nil {
-			if c := key(a, b); c != 0 {
-				return c
+	ks := make([]keys, len(files))
+	for i, f := range files {
+		k := keys{seq: queueSeq(f), name: f.name(), i: i}
+		if k.seq == 0 {
+			k.seq = math.MaxInt64 // never queued: last
+		}
+		switch by {
+		case "name":
+			k.primary = k.name
+		case "phase":
+			k.primary = phaseName(f)
+		case "age":
+			if f.task != nil && f.task.Status.StartTime != nil {
+				k.start = &f.task.Status.StartTime.Time
 			}
 		}
-		switch {
-		case queueLess(a, b):
-			return -1
-		case queueLess(b, a):
-			return 1
-		}
-		if c := strings.Compare(a.name(), b.name()); c != 0 {
+		ks[i] = k
+	}
+	slices.SortFunc(ks, func(a, b keys) int {
+		if c := strings.Compare(a.primary, b.primary); c != 0 {
 			return c
 		}
-		return strings.Compare(a.path, b.path)
+		switch {
+		case (a.start == nil) != (b.start == nil): // oldest first, never started last
+			if a.start == nil {
+				return 1
+			}
+			return -1
+		case a.start != nil && !a.start.Equal(*b.start):
+			if a.start.Before(*b.start) {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return strings.Compare(files[a.i].path, files[b.i].path)
 	})
+	sorted := make([]manifestFile, len(files))
+	for j, k := range ks {
+		sorted[j] = files[k.i]
+	}
+	copy(files, sorted)
 }
 
 // queueSeq is f's position in the queue; 0 when it was never queued.
@@ -203,30 +228,6 @@ func queueSeq(f manifestFile) int64 {
 		return 0
 	}
 	return f.task.Status.QueueSeq
-}
-
-// queueLess orders by queue position, the never queued last.
-func queueLess(a, b manifestFile) bool {
-	qa, qb := queueSeq(a), queueSeq(b)
-	if (qa == 0) != (qb == 0) {
-		return qb == 0
-	}
-	return qa < qb
-}
-
-// startLess orders by start time, oldest first, the never started last.
-func startLess(a, b manifestFile) bool {
-	var ta, tb *time.Time
-	if a.task != nil && a.task.Status.StartTime != nil {
-		ta = &a.task.Status.StartTime.Time
-	}
-	if b.task != nil && b.task.Status.StartTime != nil {
-		tb = &b.task.Status.StartTime.Time
-	}
-	if (ta == nil) != (tb == nil) {
-		return tb == nil
-	}
-	return ta != nil && ta.Before(*tb)
 }
 
 // watchSettle is how long get -w lets a burst of file events settle
@@ -510,20 +511,21 @@ func tableRow(t *v1alpha1.Task, now time.Time) string {
 	if phase == "" {
 		phase = "New"
 	}
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	progress := "-"
 	if st.Progress.ItemsTotal > 0 {
-		progress = fmt.Sprintf("%d/%d", st.Progress.ItemsDone, st.Progress.ItemsTotal)
+		progress = itoa(st.Progress.ItemsDone) + "/" + itoa(st.Progress.ItemsTotal)
 		if reported, _, _, ok := runningReport(&st, now); ok && reported > 0 {
 			// Items the running batch reports done, not committed yet.
-			progress += fmt.Sprintf(" +%d", reported)
+			progress += " +" + itoa(reported)
 		}
 	}
 	batch, memory := "-", "-"
 	if r := st.Reservation; r != nil {
-		batch = fmt.Sprintf("%d/%d", r.Batch, r.BatchRequested)
+		batch = itoa(r.Batch) + "/" + itoa(r.BatchRequested)
 		memory = humanBytes(r.Memory.Value())
 	} else if lb := st.LastBatch; lb != nil {
-		batch = fmt.Sprintf("#%d", lb.Index)
+		batch = "#" + itoa(lb.Index)
 		if lb.PeakMemory != nil {
 			memory = "peak " + humanBytes(lb.PeakMemory.Value())
 		}
@@ -532,7 +534,7 @@ func tableRow(t *v1alpha1.Task, now time.Time) string {
 	if st.StartTime != nil {
 		age = duration.HumanDuration(now.Sub(st.StartTime.Time))
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", cell(t.Metadata.Name), cell(phase), progress, batch, memory, age, cell(reasonOf(st)))
+	return cell(t.Metadata.Name) + "\t" + cell(phase) + "\t" + progress + "\t" + batch + "\t" + memory + "\t" + age + "\t" + cell(reasonOf(st))
 }
 
 // reasonOf is the reason worth showing: the first False condition's, else "".

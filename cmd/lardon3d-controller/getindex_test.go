@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -405,4 +408,78 @@ func TestGetListsAFloodOfNewManifestsByFileName(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, "the listing from the index equal to the files'", sameAsFiles)
+}
+
+// TestSortFilesIsTheStableSortsItReplaced holds sortFiles, one sort on
+// keys computed once, to the order get used to print: the files by name
+// (then path), stable-sorted by queue position (the never queued last),
+// then stable-sorted by the --sort-by key; on random files with ties in
+// every key, unparseable ones among them.
+func TestSortFilesIsTheStableSortsItReplaced(t *testing.T) {
+	queueLess := func(a, b manifestFile) bool {
+		qa, qb := queueSeq(a), queueSeq(b)
+		if (qa == 0) != (qb == 0) {
+			return qb == 0
+		}
+		return qa < qb
+	}
+	startLess := func(a, b manifestFile) bool {
+		var ta, tb *time.Time
+		if a.task != nil && a.task.Status.StartTime != nil {
+			ta = &a.task.Status.StartTime.Time
+		}
+		if b.task != nil && b.task.Status.StartTime != nil {
+			tb = &b.task.Status.StartTime.Time
+		}
+		if (ta == nil) != (tb == nil) {
+			return tb == nil
+		}
+		return ta != nil && ta.Before(*tb)
+	}
+	reference := func(files []manifestFile, by string) {
+		sortByName(files)
+		sort.SliceStable(files, func(i, j int) bool { return queueLess(files[i], files[j]) })
+		switch by {
+		case "name":
+			sort.SliceStable(files, func(i, j int) bool { return files[i].name() < files[j].name() })
+		case "age":
+			sort.SliceStable(files, func(i, j int) bool { return startLess(files[i], files[j]) })
+		case "phase":
+			sort.SliceStable(files, func(i, j int) bool { return phaseName(files[i]) < phaseName(files[j]) })
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	phases := []v1alpha1.Phase{"", v1alpha1.PhasePending, v1alpha1.PhaseRunning, v1alpha1.PhaseDone}
+	for round := range 200 {
+		files := make([]manifestFile, r.IntN(40))
+		for i := range files {
+			path := fmt.Sprintf("/spool/f%d.yaml", r.IntN(1000)*100+i) // distinct, as in a directory
+			if r.IntN(8) == 0 {
+				files[i] = manifestFile{path: path, err: errors.New("unparseable")}
+				continue
+			}
+			task := &v1alpha1.Task{}
+			if r.IntN(3) > 0 {
+				task.Metadata.Name = fmt.Sprintf("t%d", r.IntN(6))
+			}
+			task.Status.Phase = phases[r.IntN(len(phases))]
+			task.Status.QueueSeq = r.Int64N(4)
+			if r.IntN(2) == 0 {
+				s := metav1.Unix(int64(r.IntN(3)), 0)
+				task.Status.StartTime = &s
+			}
+			files[i] = manifestFile{path: path, task: task, notRead: r.IntN(5) == 0}
+		}
+		for _, by := range []string{"", "queue", "name", "age", "phase"} {
+			got, want := slices.Clone(files), slices.Clone(files)
+			slices.Reverse(got) // any order in
+			sortFiles(got, by)
+			reference(want, by)
+			for i := range got {
+				if got[i].path != want[i].path || got[i].task != want[i].task || got[i].err != want[i].err {
+					t.Fatalf("round %d, --sort-by %q: file %d is %s (%v), want %s (%v)", round, by, i, got[i].path, got[i].name(), want[i].path, want[i].name())
+				}
+			}
+		}
+	}
 }

@@ -147,15 +147,21 @@ var errBadRow = errors.New("list index: bad row")
 // parseRow parses one line of appendRow (without its newline).
 func parseRow(line string) (indexRow, error) {
 	var r indexRow
-	f := strings.Split(line, "\t")
-	i, bad := 0, false
+	pos, bad := 0, false // pos: where the next field starts, -1 past the last
 	next := func() string {
-		if i >= len(f) {
+		if pos < 0 {
 			bad = true
 			return ""
 		}
-		i++
-		return f[i-1]
+		j := strings.IndexByte(line[pos:], '\t')
+		if j < 0 {
+			f := line[pos:]
+			pos = -1
+			return f
+		}
+		f := line[pos : pos+j]
+		pos += j + 1
+		return f
 	}
 	str := func() string {
 		s, err := strconv.Unquote(next())
@@ -169,7 +175,7 @@ func parseRow(line string) (indexRow, error) {
 	}
 	count := func() int {
 		n := num()
-		if n < 0 || n > int64(len(f)) {
+		if n < 0 || n > int64(len(line)) { // more than the line's fields
 			bad = true
 			return 0
 		}
@@ -209,7 +215,7 @@ func parseRow(line string) (indexRow, error) {
 			r.Labels[k] = str()
 		}
 	}
-	if bad || i != len(f) || r.File == "" {
+	if bad || pos >= 0 || r.File == "" {
 		return indexRow{}, errBadRow
 	}
 	return r, nil
