@@ -435,6 +435,7 @@ loop:
 	c.flush(time.Now(), true)
 	c.countPhases(time.Now(), true)
 	c.flushHistory()
+	c.index.closeFile()
 	removeIndex(c.cfg.StateDir)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, estimatesFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))

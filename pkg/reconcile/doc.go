@@ -52,10 +52,12 @@
 // is ListView of the task, what get's table reads, and the version of the
 // file it describes (inode, size, modification time); get takes a row
 // only while the file is still that version. It publishes them in
-// STATE/index.jsonl, by a rename, at most every IndexEvery (250 ms) when
-// a row changed, under a header naming the process (pid and start time)
-// and the spool; it removes the file at shutdown. get (ReadIndex) takes a
-// row only while that process runs, and reads every other manifest.
+// STATE/index.jsonl under a header naming the process (pid and start
+// time) and the spool: rewritten whole by a rename at most every
+// IndexEvery (2 s), the rows changed in between appended to it at most
+// every 20 ms (a reader takes a file's last row); it removes the file at
+// shutdown. get (ReadIndex) takes a row only while that process runs, and
+// reads every other manifest.
 //
 // Phases. setPhase is the only place a status phase changes; it refuses,
 // logs as a bug and counts (lardon3d_phase_transitions_refused_total) any

@@ -30,12 +30,18 @@ import (
 // parsing ten thousand YAML files.
 const IndexFile = "index.jsonl"
 
-// IndexEvery bounds how often the list index is rewritten while tasks
-// change. A manifest read or written since the last rewrite is one get
-// reads itself (its row names an older version). During a flood that is
-// about one group of writes (flushMax) whatever the period, since the
-// index is published between groups; 10,000 rows are about 1.2 MB.
-const IndexEvery = 250 * time.Millisecond
+// IndexEvery bounds how often the list index is rewritten whole while
+// tasks change (10,000 rows are about 1.2 MB). Between rewrites, the rows
+// that changed are appended to it, at most every indexAppendEvery: a
+// manifest read or written since is one get reads itself (its row names
+// an older version), and during a flood the controller writes hundreds
+// of statuses in 250 ms, each a manifest get would parse. A reader takes
+// a file's last row.
+const IndexEvery = 2 * time.Second
+
+// indexAppendEvery bounds how often changed rows are appended to the list
+// index between two rewrites.
+const indexAppendEvery = 20 * time.Millisecond
 
 // indexVersion is the format of IndexFile's header.
 const indexVersion = 4
@@ -343,10 +349,19 @@ func ListView(t *v1alpha1.Task) *v1alpha1.Task {
 // reported, then what status writes left). Only the owner goroutine
 // touches it.
 type listIndex struct {
-	rows      map[string][]byte // base name → encoded row line
-	changed   bool
-	published time.Time
-	failed    bool // the last publish failed (logged once)
+	rows    map[string][]byte // base name → encoded row line
+	changed bool              // rows differ from what was published
+	// pending are the base names whose row was set since the last
+	// publish: what the next append writes (a row dropped needs none: the
+	// file's version is no row's any more).
+	pending map[string]bool
+	// published is the last rewrite, appended the last append.
+	published, appended time.Time
+	// file is the index published last, open for appending; size is its
+	// length when rewritten, grown how much has been appended since.
+	file        *os.File
+	size, grown int
+	failed      bool // the last publish failed (logged once)
 }
 
 // fileSeen notes the version a spool event reports: its task (valid) or
@@ -390,6 +405,10 @@ func (x *listIndex) set(path string, t *v1alpha1.Task, v FileVersion) {
 	r.Version = v
 	x.rows[base] = appendRow(nil, &r)
 	x.changed = true
+	if x.pending == nil {
+		x.pending = make(map[string]bool)
+	}
+	x.pending[base] = true
 }
 
 func (x *listIndex) drop(path string) {
@@ -399,67 +418,98 @@ func (x *listIndex) drop(path string) {
 	}
 }
 
-// publishIndex rewrites STATE/IndexFile when the index changed and
-// IndexEvery has passed since the last time; it returns how long until it
-// is due again (0: nothing waits). REQUIRES: owner goroutine.
+// publishIndex publishes the list index when it changed: it appends the
+// rows set since the last publish to STATE/IndexFile, at most every
+// indexAppendEvery, or rewrites it whole when there is none yet, when
+// IndexEvery has passed since the last rewrite, or when what was appended
+// outgrows half of it. It returns how long until it is due again (0:
+// nothing waits). REQUIRES: owner goroutine.
 func (c *Controller) publishIndex(now time.Time) time.Duration {
 	x := &c.index
 	if !x.changed {
 		return 0
 	}
-	if wait := x.published.Add(IndexEvery).Sub(now); wait > 0 {
-		return wait
+	if x.file != nil && now.Sub(x.published) < IndexEvery && x.grown <= x.size/2 {
+		if wait := x.appended.Add(indexAppendEvery).Sub(now); wait > 0 {
+			return wait
+		}
+		var b []byte
+		for base := range x.pending {
+			b = append(b, x.rows[base]...) // nothing when dropped since
+		}
+		// One write: a reader sees a prefix of it at most, whose last
+		// line it leaves when unterminated (ReadIndex).
+		if _, err := x.file.Write(b); err == nil {
+			x.changed, x.appended, x.grown = false, now, x.grown+len(b)
+			clear(x.pending)
+			return 0
+		}
+		// Rewritten whole instead, below.
 	}
-	x.changed, x.published = false, now
-	if err := writeIndex(c.cfg.StateDir, c.cfg.SpoolDir, x.rows); err != nil {
+	x.closeFile()
+	x.changed, x.published, x.appended = false, now, now
+	clear(x.pending)
+	f, size, err := writeIndex(c.cfg.StateDir, c.cfg.SpoolDir, x.rows)
+	if err != nil {
 		if !x.failed {
 			c.log.Warn().Err(err).Msg("list index not published; get reads the manifests")
 		}
 		x.failed = true
 		return 0
 	}
-	x.failed = false
+	x.file, x.size, x.grown, x.failed = f, size, 0, false
 	return 0
 }
 
+// closeFile closes the published index's descriptor (the file stays).
+func (x *listIndex) closeFile() {
+	if x.file != nil {
+		_ = x.file.Close()
+		x.file = nil
+	}
+}
+
 // writeIndex writes the rows under a header naming this process, by a
-// rename (a reader sees the old index or the new one, never a mix). It is
-// a cache: no fsync; a crash leaves an index naming a dead process, which
-// readers ignore.
-func writeIndex(stateDir, spoolDir string, rows map[string][]byte) error {
+// rename (a reader sees the old index or the new one, never a mix), and
+// returns it open for appending, with its size. It is a cache: no fsync;
+// a crash leaves an index naming a dead process, which readers ignore.
+func writeIndex(stateDir, spoolDir string, rows map[string][]byte) (*os.File, int, error) {
 	start, err := procStart(os.Getpid())
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	abs, err := filepath.Abs(spoolDir)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	head, err := json.Marshal(indexHeader{Version: indexVersion, PID: os.Getpid(), Start: start, Spool: abs})
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	path := filepath.Join(stateDir, IndexFile)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	w := bufio.NewWriterSize(f, 64<<10)
 	_, _ = w.Write(head)
 	_ = w.WriteByte('\n')
+	size := len(head) + 1
 	for _, r := range rows {
 		_, _ = w.Write(r)
+		size += len(r)
 	}
 	err = w.Flush()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
+		_ = f.Close()
 		_ = os.Remove(tmp)
-		return err
+		return nil, 0, err
 	}
-	return os.Rename(tmp, path)
+	return f, size, nil
 }
 
 // removeIndex removes the published index (at shutdown: the files are
@@ -478,11 +528,12 @@ type IndexedTask struct {
 // ReadIndex returns the list index of the controller running on spoolDir
 // with state directory stateDir: for each manifest's base name, the
 // version of the file the controller knows last (read or written, as of at
-// most IndexEvery and a pass of the controller ago) and ListView of its
-// task. A row whose version is not the file's any more, and a file it
-// leaves out (one the controller has not read yet, or could not take as a
-// valid task), the caller reads. It fails when no controller runs (the index names a process gone),
-// when the index is another spool's or unreadable.
+// most indexAppendEvery and a pass of the controller ago: the file's last
+// row) and ListView of its task. A row whose version is not the file's
+// any more, and a file it leaves out (one the controller has not read
+// yet, or could not take as a valid task), the caller reads. It fails when
+// no controller runs (the index names a process gone), when the index is
+// another spool's or unreadable.
 func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 	data, err := os.ReadFile(filepath.Join(stateDir, IndexFile))
 	if err != nil {
@@ -509,7 +560,11 @@ func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 	if start, err := procStart(h.PID); err != nil || start != h.Start {
 		return nil, fmt.Errorf("list index: controller %d no longer runs", h.PID)
 	}
-	lines := strings.Split(strings.TrimSuffix(string(data[nl+1:]), "\n"), "\n")
+	body := string(data[nl+1:])
+	// An append under way may have left a line unterminated: the rows
+	// before it are whole.
+	body = body[:strings.LastIndexByte(body, '\n')+1]
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
 	if len(lines) == 1 && lines[0] == "" {
 		lines = nil
 	}

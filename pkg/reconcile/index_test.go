@@ -7,7 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/internal/testseed"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -76,9 +80,11 @@ func indexOf(tb testing.TB, stateDir, spool string, n int) {
 		t.Metadata.Name = fmt.Sprintf("t-%05d", i)
 		x.set(filepath.Join(spool, t.Metadata.Name+".yaml"), &t, FileVersion{Inode: uint64(i + 1), Size: 1000, ModTime: int64(i) * 1e9})
 	}
-	if err := writeIndex(stateDir, spool, x.rows); err != nil {
+	f, _, err := writeIndex(stateDir, spool, x.rows)
+	if err != nil {
 		tb.Fatal(err)
 	}
+	_ = f.Close()
 }
 
 // TestReadIndex: the rows come back under their file names; an index of
@@ -186,5 +192,159 @@ func TestIndexRowRoundTrip(t *testing.T) {
 		if _, err := parseRow(bad); err == nil {
 			t.Errorf("parseRow(%q) accepted", bad)
 		}
+	}
+}
+
+// TestIndexAppendsBetweenRewrites: between two rewrites of the list index,
+// the rows set since the last publish are appended to the same file and a
+// reader takes each file's last row; an unterminated last line (an append
+// under way) is left; after IndexEvery, or once the appended part outgrows
+// half the file, it is rewritten whole, one row per file again.
+func TestIndexAppendsBetweenRewrites(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	task, err := v1alpha1.ParseManifest("t.yaml", []byte(doneTask))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{cfg: Config{StateDir: dir, SpoolDir: spool}, log: zerolog.Nop()}
+	defer c.index.closeFile()
+	set := func(i int, v int64) {
+		tk := *task
+		tk.Metadata.Name = fmt.Sprintf("t-%05d", i)
+		c.index.set(filepath.Join(spool, tk.Metadata.Name+".yaml"), &tk, FileVersion{Inode: uint64(i + 1), Size: v, ModTime: v})
+	}
+	path := filepath.Join(dir, IndexFile)
+	inode := func() uint64 {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sys().(*syscall.Stat_t).Ino
+	}
+	read := func() map[string]IndexedTask {
+		idx, err := ReadIndex(dir, spool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return idx
+	}
+	lines := func() int {
+		data, _ := os.ReadFile(path)
+		return bytes.Count(data, []byte("\n"))
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		set(i, 100)
+	}
+	c.publishIndex(now)
+	first := inode()
+	if idx := read(); len(idx) != 10 || lines() != 11 {
+		t.Fatalf("first publish: %d rows, %d lines", len(idx), lines())
+	}
+	// Two rows change: appended, not before indexAppendEvery.
+	set(3, 200)
+	set(7, 200)
+	if wait := c.publishIndex(now.Add(time.Millisecond)); wait <= 0 || lines() != 11 {
+		t.Fatalf("appended before indexAppendEvery (wait %v, %d lines)", wait, lines())
+	}
+	c.publishIndex(now.Add(indexAppendEvery))
+	idx := read()
+	if inode() != first || lines() != 13 || len(idx) != 10 || idx["t-00003.yaml"].Version.Size != 200 || idx["t-00007.yaml"].Version.Size != 200 || idx["t-00004.yaml"].Version.Size != 100 {
+		t.Fatalf("after an append: inode %d (was %d), %d lines, rows %v", inode(), first, lines(), idx)
+	}
+	// A torn append: the rows before it stand.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := c.index.rows["t-00005.yaml"]
+	_, _ = f.Write(row[:len(row)/2])
+	_ = f.Close()
+	if idx := read(); len(idx) != 10 || idx["t-00003.yaml"].Version.Size != 200 {
+		t.Fatalf("with a torn last line: %v", idx)
+	}
+	// IndexEvery after the first: rewritten whole.
+	set(3, 300)
+	c.publishIndex(now.Add(IndexEvery))
+	if idx := read(); inode() == first || lines() != 11 || idx["t-00003.yaml"].Version.Size != 300 || idx["t-00007.yaml"].Version.Size != 200 {
+		t.Fatalf("after IndexEvery: %d lines, rows %v", lines(), idx)
+	}
+	// Appends that outgrow half the file: rewritten whole.
+	second, at := inode(), now.Add(IndexEvery)
+	for k := range 8 { // one row a time: past half the file after six
+		at = at.Add(indexAppendEvery)
+		set(k, 400+int64(k))
+		c.publishIndex(at)
+	}
+	if idx := read(); inode() == second || lines() > 11+2 || idx["t-00007.yaml"].Version.Size != 407 || len(idx) != 10 {
+		t.Fatalf("appends beyond half the file: same inode %v, rows %v", inode() == second, idx)
+	}
+}
+
+// TestIndexReadWhileAppended reads the list index over and over while
+// another goroutine appends rows and rewrites it (the owner, through
+// publishIndex): every read succeeds, and every row read is one that was
+// set, of a version that was that file's at some point.
+func TestIndexReadWhileAppended(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	task, err := v1alpha1.ParseManifest("t.yaml", []byte(doneTask))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{cfg: Config{StateDir: dir, SpoolDir: spool}, log: zerolog.Nop()}
+	defer c.index.closeFile()
+	const files, rounds = 200, 400
+	set := func(i int, v int64) {
+		tk := *task
+		tk.Metadata.Name = fmt.Sprintf("t-%05d", i)
+		tk.Status.Progress.ItemsDone = v // the row says which version it is
+		c.index.set(filepath.Join(spool, tk.Metadata.Name+".yaml"), &tk, FileVersion{Inode: uint64(i + 1), Size: v, ModTime: v})
+	}
+	for i := range files {
+		set(i, 0)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c.publishIndex(now)
+	done, stop := make(chan struct{}), make(chan struct{})
+	var reads int
+	var readErr error
+	go func() {
+		defer close(done)
+		for reads = 0; readErr == nil && reads < 1e6; reads++ {
+			idx, err := ReadIndex(dir, spool)
+			if err != nil {
+				readErr = err
+				return
+			}
+			for name, row := range idx {
+				if v := row.Version.Size; row.Task.Status.Progress.ItemsDone != v || v < 0 || v >= rounds || name != row.Task.Metadata.Name+".yaml" {
+					readErr = fmt.Errorf("row of %s: version %v, task %s done %d", name, row.Version, row.Task.Metadata.Name, row.Task.Status.Progress.ItemsDone)
+					return
+				}
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	r := rand.New(rand.NewPCG(5, 6))
+	for k := 1; k < rounds; k++ {
+		for range 1 + r.IntN(20) {
+			set(r.IntN(files), int64(k))
+		}
+		now = now.Add(indexAppendEvery + time.Duration(r.IntN(int(IndexEvery/10))))
+		c.publishIndex(now)
+	}
+	close(stop)
+	<-done
+	if readErr != nil {
+		t.Fatal(readErr)
+	}
+	if reads < 10 {
+		t.Errorf("only %d reads during the appends", reads)
 	}
 }
