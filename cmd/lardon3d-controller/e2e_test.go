@@ -63,7 +63,7 @@ func binaries(t testing.TB) string {
 }
 
 // newSpool makes a private spool directory.
-func newSpool(t *testing.T) string {
+func newSpool(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "spool")
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -72,7 +72,7 @@ func newSpool(t *testing.T) string {
 	return dir
 }
 
-func writeManifest(t *testing.T, dir, file, body string) string {
+func writeManifest(t testing.TB, dir, file, body string) string {
 	t.Helper()
 	path := filepath.Join(dir, file)
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -89,7 +89,7 @@ type controller struct {
 	code   int
 }
 
-func startController(t *testing.T, spool string, args ...string) *controller {
+func startController(t testing.TB, spool string, args ...string) *controller {
 	t.Helper()
 	bin := binaries(t)
 	// The test suite itself loads the machine (packages run in parallel):
@@ -190,7 +190,7 @@ func readTask(t *testing.T, path string) *v1alpha1.Task {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

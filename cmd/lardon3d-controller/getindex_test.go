@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -482,4 +483,60 @@ func TestSortFilesIsTheStableSortsItReplaced(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkGetListing is get's table of 10,000 tasks while a controller
+// runs, in one run so that the cases compare: "indexed", every task Done
+// and in the controller's index; "flood", 10,000 manifests just dropped
+// into the spool of a controller that has not read them (stopped), listed
+// by file name; "flood-parsed", the same files parsed as without a
+// controller (readSpool), what get did before. The manifests come from
+// the bench's own generator (bench/benchkit spool-gen).
+func BenchmarkGetListing(b *testing.B) {
+	const n = 10000
+	gen := func(b *testing.B, kind, dir string) {
+		b.Helper()
+		out, err := exec.Command("go", "run", "../../bench/benchkit", "spool-gen", "--kind", kind, "--n", fmt.Sprint(n), "--dir", dir).CombinedOutput()
+		if err != nil {
+			b.Fatalf("spool-gen: %v\n%s", err, out)
+		}
+	}
+	list := func(b *testing.B, spool string, read func(string) ([]manifestFile, error)) {
+		b.Helper()
+		o := &getOptions{}
+		for b.Loop() {
+			files, err := read(spool)
+			if err != nil || len(files) != n {
+				b.Fatalf("%d files listed: %v", len(files), err)
+			}
+			sortFiles(files, "")
+			if _, err := showFiles(files, o, false, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	listed := func(spool string) ([]manifestFile, error) { return readSpoolListed(spool, true) }
+	b.Run("indexed", func(b *testing.B) {
+		spool := newSpool(b)
+		gen(b, "done", spool)
+		startController(b, spool)
+		eventually(b, 2*time.Minute, "every task in the index", func() bool {
+			idx, err := reconcile.ReadIndex(filepath.Join(spool, ".lardon3d"), spool)
+			return err == nil && len(idx) == n
+		})
+		list(b, spool, listed)
+	})
+	spool := newSpool(b)
+	c := startController(b, spool)
+	eventually(b, time.Minute, "the empty index", func() bool {
+		_, err := reconcile.ReadIndex(filepath.Join(spool, ".lardon3d"), spool)
+		return err == nil
+	})
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = c.cmd.Process.Signal(syscall.SIGCONT) }()
+	gen(b, "trivial", spool)
+	b.Run("flood", func(b *testing.B) { list(b, spool, listed) })
+	b.Run("flood-parsed", func(b *testing.B) { list(b, spool, readSpool) })
 }
