@@ -41,13 +41,14 @@ const unparsedNew = 256
 
 // readSpoolListed is readSpool for a listing: a manifest the running
 // controller's list index (STATE/index.jsonl, reconcile.ReadIndex)
-// describes, in the version the file still is (reconcile.VersionOf), is
+// describes, in the version the file still is (reconcile.VersionAt), is
 // taken from it; every other one (new, edited or written since, invalid,
 // not yet read by the controller) is read and parsed as readSpool would,
 // but when byName allows it and more than unparsedNew of them hold no
 // status: those are listed by file name. The files come in no particular
-// order. With no controller running, or no usable index, it is readSpool. The rows render as those of the files
-// do (getindex_test.go holds it to that).
+// order. With no controller running, or no usable index, it is readSpool.
+// The rows render as those of the files do (getindex_test.go holds it to
+// that).
 func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 	idx, err := reconcile.ReadIndex(filepath.Join(dir, ".lardon3d"), dir)
 	if err != nil {
@@ -77,11 +78,14 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 				return manifestFile{path: path, task: row.Task}
 			}
 		}
+		if !byName {
+			return readFrom(rd, path)
+		}
 		data, err := rd.Read(filepath.Base(path))
 		switch {
 		case err != nil:
 			return manifestFile{path: path, err: err}
-		case byName && !spool.MayHoldStatus(data):
+		case !spool.MayHoldStatus(data):
 			return manifestFile{path: path, raw: data} // new: parsed below, or not
 		}
 		return parseManifest(path, data)

@@ -50,13 +50,7 @@ func readSpool(dir string) ([]manifestFile, error) {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	defer rd.Close()
-	out := readManifests(manifestPaths(dir, ents), func(path string) manifestFile {
-		data, err := rd.Read(filepath.Base(path))
-		if err != nil {
-			return manifestFile{path: path, err: err}
-		}
-		return parseManifest(path, data)
-	})
+	out := readManifests(manifestPaths(dir, ents), func(path string) manifestFile { return readFrom(rd, path) })
 	sortByName(out)
 	return out, nil
 }
@@ -135,7 +129,18 @@ func checkSpoolDir(dir string) error {
 // the controller would refuse to read (a FIFO, a socket, a file too large,
 // outside the spool or another user's) is never opened, only reported.
 func readManifest(path string) manifestFile {
-	data, err := spool.ReadManifest(filepath.Dir(path), filepath.Base(path), 0)
+	rd, err := spool.OpenReader(filepath.Dir(path), 0)
+	if err != nil {
+		return manifestFile{path: path, err: err}
+	}
+	defer rd.Close()
+	return readFrom(rd, path)
+}
+
+// readFrom is readManifest through rd, the spool directory of path opened
+// once for a whole listing.
+func readFrom(rd *spool.Reader, path string) manifestFile {
+	data, err := rd.Read(filepath.Base(path))
 	if err != nil {
 		return manifestFile{path: path, err: err}
 	}
