@@ -226,16 +226,9 @@ spec:
 	}
 	now := time.Now()
 	// The files settle (the waiting task's status is written at most
-	// every ProgressInterval; the index follows within IndexEvery).
+	// every ProgressInterval; the index follows within a publish).
 	eventually(t, 20*time.Second, "the listing from the index equal to the files'", func() bool {
-		fromIndex, err := readSpoolListed(spool, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fromFiles, err := readSpool(spool)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fromIndex, fromFiles := bothListings(t, spool)
 		if len(fromIndex) != len(fromFiles) {
 			t.Fatalf("%d files listed from the index, %d read", len(fromIndex), len(fromFiles))
 		}
@@ -265,14 +258,7 @@ spec:
 		t.Fatal(err)
 	}
 	writeManifest(t, spool, "t03.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata:\n  name: t03\n  labels: {n: edited}\nspec:\n  command: [\"true\"]\n  items: {count: 2}\n")
-	fromIndex, err := readSpoolListed(spool, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromFiles, err := readSpool(spool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fromIndex, fromFiles := bothListings(t, spool)
 	o := getOptions{output: "wide", sortBy: "name"}
 	if a, b := listing(t, fromIndex, &o, "n=edited", now), listing(t, fromFiles, &o, "n=edited", now); a != b || !strings.Contains(a, "t03") {
 		t.Errorf("an edited manifest listed from a stale row:\nfrom the files:\n%s\nfrom the index:\n%s", b, a)
@@ -293,6 +279,20 @@ spec:
 	if _, err := reconcile.ReadIndex(stateDir, spool); err == nil {
 		t.Fatalf("the index of a dead controller is taken")
 	}
+}
+
+// bothListings lists spool from the running controller's index (new
+// manifests by file name when many) and from the files alone.
+func bothListings(t *testing.T, spool string) (fromIndex, fromFiles []manifestFile) {
+	t.Helper()
+	fromIndex, err := readSpoolListed(spool, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromFiles, err = readSpool(spool); err != nil {
+		t.Fatal(err)
+	}
+	return fromIndex, fromFiles
 }
 
 // indexHits counts the manifests of spool whose row in idx is of the
@@ -380,14 +380,7 @@ func TestGetListsAFloodOfNewManifestsByFileName(t *testing.T) {
 		}
 	}
 	sameAsFiles := func() bool {
-		fromIndex, err := readSpoolListed(spool, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fromFiles, err := readSpool(spool)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fromIndex, fromFiles := bothListings(t, spool)
 		o := getOptions{}
 		a, b := listing(t, fromIndex, &o, "", time.Now()), listing(t, fromFiles, &o, "", time.Now())
 		if a != b {

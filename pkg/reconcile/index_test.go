@@ -195,25 +195,36 @@ func TestIndexRowRoundTrip(t *testing.T) {
 	}
 }
 
+// publisher is a controller that publishes only its list index, in a
+// temporary state directory, and set(i, v) sets the row of task t-i at
+// version v (inode i+1, size and modification time v; itemsDone v too,
+// so that a row read says which version it stands for).
+func publisher(t *testing.T) (c *Controller, dir, spool string, set func(i int, v int64)) {
+	t.Helper()
+	dir = t.TempDir()
+	spool = filepath.Join(dir, "spool")
+	task, err := v1alpha1.ParseManifest("t.yaml", []byte(doneTask))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = &Controller{cfg: Config{StateDir: dir, SpoolDir: spool}, log: zerolog.Nop()}
+	t.Cleanup(c.index.closeFile)
+	set = func(i int, v int64) {
+		tk := *task
+		tk.Metadata.Name = fmt.Sprintf("t-%05d", i)
+		tk.Status.Progress.ItemsDone = v
+		c.index.set(filepath.Join(spool, tk.Metadata.Name+".yaml"), &tk, FileVersion{Inode: uint64(i + 1), Size: v, ModTime: v})
+	}
+	return c, dir, spool, set
+}
+
 // TestIndexAppendsBetweenRewrites: between two rewrites of the list index,
 // the rows set since the last publish are appended to the same file and a
 // reader takes each file's last row; an unterminated last line (an append
 // under way) is left; after IndexEvery, or once the appended part outgrows
 // half the file, it is rewritten whole, one row per file again.
 func TestIndexAppendsBetweenRewrites(t *testing.T) {
-	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
-	task, err := v1alpha1.ParseManifest("t.yaml", []byte(doneTask))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Controller{cfg: Config{StateDir: dir, SpoolDir: spool}, log: zerolog.Nop()}
-	defer c.index.closeFile()
-	set := func(i int, v int64) {
-		tk := *task
-		tk.Metadata.Name = fmt.Sprintf("t-%05d", i)
-		c.index.set(filepath.Join(spool, tk.Metadata.Name+".yaml"), &tk, FileVersion{Inode: uint64(i + 1), Size: v, ModTime: v})
-	}
+	c, dir, spool, set := publisher(t)
 	path := filepath.Join(dir, IndexFile)
 	inode := func() uint64 {
 		st, err := os.Stat(path)
@@ -287,21 +298,8 @@ func TestIndexAppendsBetweenRewrites(t *testing.T) {
 // publishIndex): every read succeeds, and every row read is one that was
 // set, of a version that was that file's at some point.
 func TestIndexReadWhileAppended(t *testing.T) {
-	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
-	task, err := v1alpha1.ParseManifest("t.yaml", []byte(doneTask))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Controller{cfg: Config{StateDir: dir, SpoolDir: spool}, log: zerolog.Nop()}
-	defer c.index.closeFile()
+	c, dir, spool, set := publisher(t)
 	const files, rounds = 200, 400
-	set := func(i int, v int64) {
-		tk := *task
-		tk.Metadata.Name = fmt.Sprintf("t-%05d", i)
-		tk.Status.Progress.ItemsDone = v // the row says which version it is
-		c.index.set(filepath.Join(spool, tk.Metadata.Name+".yaml"), &tk, FileVersion{Inode: uint64(i + 1), Size: v, ModTime: v})
-	}
 	for i := range files {
 		set(i, 0)
 	}
