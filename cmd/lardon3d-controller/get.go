@@ -413,30 +413,38 @@ func render(w io.Writer, files []manifestFile, output string, noHeaders, single 
 		}
 		fmt.Fprintln(tw, header)
 	}
-	for _, f := range files {
-		if f.notRead {
-			row := fmt.Sprintf("%s\tNew\t-\t-\t-\t-\tNotRead", cell(f.name()))
-			if wide {
-				row += "\t-\t-\t-\t-\t-"
-			}
-			fmt.Fprintln(tw, row)
-			continue
+	// The rows are made on every CPU (ten thousand of them), then aligned.
+	rows := make([]string, len(files))
+	onEveryCPU(len(files), func(i int) { rows[i] = fileRow(files[i], wide, now) })
+	for _, row := range rows {
+		_, _ = io.WriteString(tw, row)
+	}
+	return tw.Flush()
+}
+
+// fileRow is f's line of the table (its cells tab-separated, newline
+// ended), with the -o wide columns when wide.
+func fileRow(f manifestFile, wide bool, now time.Time) string {
+	const noWide = "\t-\t-\t-\t-\t-"
+	var row string
+	switch {
+	case f.notRead:
+		row = cell(f.name()) + "\tNew\t-\t-\t-\t-\tNotRead"
+		if wide {
+			row += noWide
 		}
-		if f.invalid() {
-			row := fmt.Sprintf("%s\t%s\t-\t-\t-\t-\t%s", cell(f.name()), "Invalid", cell(oneLine(f.err)))
-			if wide {
-				row += "\t-\t-\t-\t-\t-"
-			}
-			fmt.Fprintln(tw, row)
-			continue
+	case f.invalid():
+		row = cell(f.name()) + "\tInvalid\t-\t-\t-\t-\t" + cell(oneLine(f.err))
+		if wide {
+			row += noWide
 		}
-		row := tableRow(f.task, now)
+	default:
+		row = tableRow(f.task, now)
 		if wide {
 			row += "\t" + wideColumns(f.task, f.learned, now)
 		}
-		fmt.Fprintln(tw, row)
 	}
-	return tw.Flush()
+	return row + "\n"
 }
 
 // renderObjects prints the parseable tasks of files as JSON or YAML: a

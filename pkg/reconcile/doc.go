@@ -54,8 +54,8 @@
 // only while the file is still that version. It publishes them in
 // STATE/index.jsonl under a header naming the process (pid and start
 // time) and the spool: rewritten whole by a rename at most every
-// IndexEvery (2 s), the rows changed in between appended to it at most
-// every 20 ms (a reader takes a file's last row); it removes the file at
+// IndexEvery (1 s), the rows changed in between appended to it at most
+// every 5 ms (a reader takes a file's last row); it removes the file at
 // shutdown. get (ReadIndex) takes a row only while that process runs, and
 // reads every other manifest.
 //

@@ -37,11 +37,13 @@ const IndexFile = "index.jsonl"
 // an older version), and during a flood the controller writes hundreds
 // of statuses in 250 ms, each a manifest get would parse. A reader takes
 // a file's last row.
-const IndexEvery = 2 * time.Second
+const IndexEvery = time.Second
 
 // indexAppendEvery bounds how often changed rows are appended to the list
-// index between two rewrites.
-const indexAppendEvery = 20 * time.Millisecond
+// index between two rewrites: in a flood, after about every group of
+// writes (flushMax), each of which takes longer; when statuses change one
+// at a time, a write every few events.
+const indexAppendEvery = 5 * time.Millisecond
 
 // indexVersion is the format of IndexFile's header.
 const indexVersion = 4
@@ -422,14 +424,15 @@ func (x *listIndex) drop(path string) {
 // rows set since the last publish to STATE/IndexFile, at most every
 // indexAppendEvery, or rewrites it whole when there is none yet, when
 // IndexEvery has passed since the last rewrite, or when what was appended
-// outgrows half of it. It returns how long until it is due again (0:
+// outgrows a quarter of it (a reader parses every line, the rows appended
+// twice included). It returns how long until it is due again (0:
 // nothing waits). REQUIRES: owner goroutine.
 func (c *Controller) publishIndex(now time.Time) time.Duration {
 	x := &c.index
 	if !x.changed {
 		return 0
 	}
-	if x.file != nil && now.Sub(x.published) < IndexEvery && x.grown <= x.size/2 {
+	if x.file != nil && now.Sub(x.published) < IndexEvery && x.grown <= x.size/4 {
 		if wait := x.appended.Add(indexAppendEvery).Sub(now); wait > 0 {
 			return wait
 		}

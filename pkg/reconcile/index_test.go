@@ -222,7 +222,7 @@ func publisher(t *testing.T) (c *Controller, dir, spool string, set func(i int, 
 // the rows set since the last publish are appended to the same file and a
 // reader takes each file's last row; an unterminated last line (an append
 // under way) is left; after IndexEvery, or once the appended part outgrows
-// half the file, it is rewritten whole, one row per file again.
+// a quarter of the file, it is rewritten whole, one row per file again.
 func TestIndexAppendsBetweenRewrites(t *testing.T) {
 	c, dir, spool, set := publisher(t)
 	path := filepath.Join(dir, IndexFile)
@@ -281,15 +281,24 @@ func TestIndexAppendsBetweenRewrites(t *testing.T) {
 	if idx := read(); inode() == first || lines() != 11 || idx["t-00003.yaml"].Version.Size != 300 || idx["t-00007.yaml"].Version.Size != 200 {
 		t.Fatalf("after IndexEvery: %d lines, rows %v", lines(), idx)
 	}
-	// Appends that outgrow half the file: rewritten whole.
+	// Appends that outgrow a quarter of the file (ten rows and a header):
+	// appended while they fit, then rewritten whole.
 	second, at := inode(), now.Add(IndexEvery)
-	for k := range 8 { // one row a time: past half the file after six
+	appends := 0
+	for k := 0; inode() == second; k++ {
+		if k == 10 {
+			t.Fatalf("still not rewritten after %d rows appended one at a time (%d lines)", k, lines())
+		}
 		at = at.Add(indexAppendEvery)
 		set(k, 400+int64(k))
 		c.publishIndex(at)
+		if inode() == second {
+			appends++
+		}
 	}
-	if idx := read(); inode() == second || lines() > 11+2 || idx["t-00007.yaml"].Version.Size != 407 || len(idx) != 10 {
-		t.Fatalf("appends beyond half the file: same inode %v, rows %v", inode() == second, idx)
+	last := fmt.Sprintf("t-%05d.yaml", appends) // the row set by the publish that rewrote
+	if idx := read(); appends < 2 || appends > 3 || lines() != 11 || idx[last].Version.Size != 400+int64(appends) || len(idx) != 10 {
+		t.Fatalf("%d rows appended before the rewrite, then %d lines, rows %v", appends, lines(), idx)
 	}
 }
 
