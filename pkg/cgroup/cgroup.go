@@ -381,21 +381,32 @@ func (t *Tree) New(name string, l Limits) (*Group, error) {
 }
 
 // Leftovers returns the groups under the subtree (what a controller that
-// died left), not the controller's own leaf.
+// died left), not the controller's own leaf: every name found in any of
+// its hierarchies, with the directories it still has there (a group
+// removed halfway, its memory directory gone and its freezer one not,
+// is one too).
 func (t *Tree) Leftovers() ([]*Group, error) {
-	ents, err := os.ReadDir(t.Dir())
-	if err != nil {
-		return nil, fmt.Errorf("list cgroups: %w", err)
-	}
-	var out []*Group
-	for _, e := range ents {
-		if !e.IsDir() || e.Name() == controllerLeaf {
-			continue
+	var names []string
+	seen := map[string]bool{}
+	for c, d := range t.dirs {
+		ents, err := os.ReadDir(d)
+		if err != nil && (c == t.mainController() || !errors.Is(err, os.ErrNotExist)) {
+			return nil, fmt.Errorf("list cgroups: %w", err)
 		}
+		for _, e := range ents {
+			if e.IsDir() && e.Name() != controllerLeaf && !seen[e.Name()] {
+				seen[e.Name()] = true
+				names = append(names, e.Name())
+			}
+		}
+	}
+	slices.Sort(names)
+	var out []*Group
+	for _, name := range names {
 		ref := Ref{Version: t.version, Dirs: map[string]string{}}
 		for c, d := range t.dirs {
-			if _, err := os.Stat(filepath.Join(d, e.Name())); err == nil {
-				ref.Dirs[c] = filepath.Join(d, e.Name())
+			if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+				ref.Dirs[c] = filepath.Join(d, name)
 			}
 		}
 		out = append(out, &Group{ref: ref, fd: -1, fs: t.fs})

@@ -266,3 +266,43 @@ func TestV1DiscoveryFollowsEachHierarchyAndNamespacedRoots(t *testing.T) {
 		t.Errorf("memory subtree under --cgroup-parent: %q", got)
 	}
 }
+
+// TestV1LeftoversIncludeAHalfRemovedGroup: a group whose memory directory
+// is gone but not its freezer one (a controller killed between the two
+// rmdirs, or a removal still under way) is a leftover too, with the
+// directory it has; without it, the subtree could never be removed.
+func TestV1LeftoversIncludeAHalfRemovedGroup(t *testing.T) {
+	mounts := "31 25 0:27 / CG/memory rw - cgroup cgroup rw,memory\n" +
+		"32 25 0:28 / CG/freezer rw - cgroup cgroup rw,freezer\n"
+	f := newFixture(t, mounts, "4:memory:/ctl\n6:freezer:/ctl\n")
+	tree, err := Open(f.options(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"memory/ctl/lardon3d-test/full", "freezer/ctl/lardon3d-test/full", "freezer/ctl/lardon3d-test/half"} {
+		if err := os.MkdirAll(filepath.Join(f.cg, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups, err := tree.Leftovers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 {
+		t.Fatalf("%d leftovers, want full and half: %+v", len(groups), groups)
+	}
+	full, half := groups[0].Ref(), groups[1].Ref()
+	if len(full.Dirs) != 2 || len(half.Dirs) != 1 || half.Dirs[Freezer] != filepath.Join(f.cg, "freezer/ctl/lardon3d-test/half") {
+		t.Fatalf("leftovers: %+v and %+v", full, half)
+	}
+	// Killed (nothing to list: no main directory) and removed like any.
+	if n, err := groups[1].Kill(time.Second); n != 0 || err != nil {
+		t.Errorf("kill of the half-removed group: %d, %v", n, err)
+	}
+	if err := groups[1].Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(half.Dirs[Freezer]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the half-removed group is still there: %v", err)
+	}
+}

@@ -48,6 +48,22 @@ func (g *Group) Dir() string { return g.mainDir() }
 
 func (g *Group) mainDir() string { return g.ref.Main() }
 
+// procsDir is where the group's processes are listed: its main directory,
+// or, in a group a crash left half removed, a directory it still has (on
+// v1 every hierarchy lists the same processes for a group the controller
+// made); "" when none is left.
+func (g *Group) procsDir() string {
+	if d := g.mainDir(); d != "" {
+		return d
+	}
+	for _, c := range []string{Freezer, CPUAcct} {
+		if d, ok := g.ref.Dirs[c]; ok {
+			return d
+		}
+	}
+	return ""
+}
+
 // FD returns the v2 directory's descriptor, for SysProcAttr.UseCgroupFD;
 // -1 on v1 (use EnterThread).
 func (g *Group) FD() int { return g.fd }
@@ -121,7 +137,11 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 
 // Procs lists the group's processes (zombies included on some kernels).
 func (g *Group) Procs() ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(g.mainDir(), "cgroup.procs"))
+	d := g.procsDir()
+	if d == "" {
+		return nil, fmt.Errorf("cgroup: no directory left: %w", os.ErrNotExist)
+	}
+	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
 	if err != nil {
 		return nil, err
 	}

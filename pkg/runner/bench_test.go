@@ -33,6 +33,7 @@ func BenchmarkTrueBatch(b *testing.B) {
 			if mode == "cgroup" {
 				s.Cgroup = tree
 			}
+			var removed []<-chan struct{}
 			for b.Loop() {
 				bt, err := Start(context.Background(), s)
 				if err != nil {
@@ -41,6 +42,10 @@ func BenchmarkTrueBatch(b *testing.B) {
 				if res := bt.Wait(); res.ExitCode != 0 {
 					b.Fatalf("%+v", res)
 				}
+				removed = append(removed, bt.Done())
+			}
+			for _, done := range removed {
+				<-done // every batch's cgroup removed before the subtree is
 			}
 		})
 	}

@@ -99,6 +99,7 @@ func start(t *testing.T, s Spec) *Batch {
 	t.Cleanup(func() {
 		b.Cancel()
 		b.Wait()
+		<-b.Done() // its cgroup removed too, before the test's subtree is
 	})
 	return b
 }
