@@ -185,12 +185,9 @@ func (g *Group) Memory() (MemoryStats, error) {
 		if m.Usage, err = readInt(filepath.Join(d, "memory.usage_in_bytes")); err != nil {
 			return m, err
 		}
-		m.Peak, _ = readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
-		st, _ := readKeyed(filepath.Join(d, "memory.stat"))
+		ended, st, _ := v1Ended(d)
+		m.Peak, m.File, m.OOMKills = ended.Peak, ended.File, ended.OOMKills
 		m.WorkingSet = max(0, m.Usage-st["total_inactive_file"])
-		m.File = st["total_cache"]
-		oom, _ := readKeyed(filepath.Join(d, "memory.oom_control"))
-		m.OOMKills = oom["oom_kill"]
 		return m, nil
 	}
 	if m.Usage, err = readInt(filepath.Join(d, "memory.current")); err != nil {
@@ -213,17 +210,20 @@ func (g *Group) PeakMemory() (MemoryStats, error) {
 	if g.ref.Version != 1 {
 		return g.Memory()
 	}
-	var m MemoryStats
-	d := g.mainDir()
-	var err error
-	if m.Peak, err = readInt(filepath.Join(d, "memory.max_usage_in_bytes")); err != nil {
-		return m, err
-	}
-	st, _ := readKeyed(filepath.Join(d, "memory.stat"))
+	m, _, err := v1Ended(g.mainDir())
+	return m, err
+}
+
+// v1Ended reads, in the v1 group directory d, the peak (its error is
+// returned), the page cache charged and the OOM kills, and returns
+// memory.stat for the caller's other counts.
+func v1Ended(d string) (m MemoryStats, st map[string]int64, err error) {
+	m.Peak, err = readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
+	st, _ = readKeyed(filepath.Join(d, "memory.stat"))
 	m.File = st["total_cache"]
 	oom, _ := readKeyed(filepath.Join(d, "memory.oom_control"))
 	m.OOMKills = oom["oom_kill"]
-	return m, nil
+	return m, st, err
 }
 
 // CPUTime returns the CPU time the group's processes used: v2's cpu.stat

@@ -15,12 +15,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -477,7 +479,7 @@ func (x *listIndex) closeFile() {
 // returns it open for appending, with its size. It is a cache: no fsync;
 // a crash leaves an index naming a dead process, which readers ignore.
 func writeIndex(stateDir, spoolDir string, rows map[string][]byte) (*os.File, int, error) {
-	start, err := procStart(os.Getpid())
+	start, err := runner.StartTicks(procfs.DefaultMountPoint, os.Getpid())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -560,7 +562,7 @@ func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 	if h.Spool != abs {
 		return nil, fmt.Errorf("list index of spool %s, not %s", h.Spool, abs)
 	}
-	if start, err := procStart(h.PID); err != nil || start != h.Start {
+	if start, err := runner.StartTicks(procfs.DefaultMountPoint, h.PID); err != nil || start != h.Start {
 		return nil, fmt.Errorf("list index: controller %d no longer runs", h.PID)
 	}
 	body := string(data[nl+1:])
@@ -598,24 +600,4 @@ func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 		out[f] = rows[i]
 	}
 	return out, nil
-}
-
-// procStart is process pid's start time in clock ticks since boot.
-func procStart(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses: the
-	// fields counted are those after its last ')'.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, errors.New("malformed stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22
 }

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/internal/testseed"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 )
 
 // doneTask is a Done task as a run of `true` leaves it.
@@ -108,7 +110,7 @@ func TestReadIndex(t *testing.T) {
 	// is not ours).
 	path := filepath.Join(dir, IndexFile)
 	data, _ := os.ReadFile(path)
-	start, _ := procStart(os.Getpid())
+	start, _ := runner.StartTicks(procfs.DefaultMountPoint, os.Getpid())
 	forged := []byte(fmt.Sprintf(`{"version":3,"pid":1,"start":%d,"spool":%q}`, start, spool))
 	for i, c := range data {
 		if c == '\n' {

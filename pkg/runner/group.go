@@ -116,11 +116,13 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 	return rss, live, nil
 }
 
-// readStartTicks returns the start time of pid in clock ticks since boot,
-// field 22 of PROC/PID/stat. It is read at every batch's start: one read
-// and one field, not procfs's stat of the directory and parse of all 52
-// fields (5 % of a run of short tasks).
-func readStartTicks(procRoot string, pid int) (uint64, error) {
+// StartTicks returns the start time of pid in clock ticks since boot,
+// field 22 of procRoot/PID/stat: with the pid, it names a process across
+// pid reuse (a batch's process group, the controller that published a
+// file). It is read at every batch's start: one read and one field, not
+// procfs's stat of the directory and parse of all 52 fields (5 % of a run
+// of short tasks).
+func StartTicks(procRoot string, pid int) (uint64, error) {
 	path := filepath.Join(procRoot, strconv.Itoa(pid), "stat")
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -265,7 +267,7 @@ func killLeftover(fs procfs.FS, procRoot string, pg ProcessGroup) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if ticks, err := readStartTicks(procRoot, pg.PGID); err == nil && ticks != pg.StartTicks {
+	if ticks, err := StartTicks(procRoot, pg.PGID); err == nil && ticks != pg.StartTicks {
 		return 0, nil // the pid was reused: not our group
 	}
 	live := 0

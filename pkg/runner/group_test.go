@@ -189,10 +189,10 @@ func TestKillByEnvKillsMarkedProcessesAndTheirGroups(t *testing.T) {
 	}
 }
 
-// TestReadStartTicksMatchesProcfs: the start time read from field 22 is
+// TestStartTicksMatchesProcfs: the start time read from field 22 is
 // procfs's, for this process and for one whose command holds ") " and
 // spaces (the field is found past the last parenthesis).
-func TestReadStartTicksMatchesProcfs(t *testing.T) {
+func TestStartTicksMatchesProcfs(t *testing.T) {
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
@@ -223,12 +223,12 @@ func TestReadStartTicksMatchesProcfs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := readStartTicks(procfs.DefaultMountPoint, pid)
+		got, err := StartTicks(procfs.DefaultMountPoint, pid)
 		if err != nil || got != st.Starttime {
 			t.Errorf("pid %d (%s): start ticks %d, %v; procfs says %d", pid, st.Comm, got, err, st.Starttime)
 		}
 	}
-	if _, err := readStartTicks(t.TempDir(), 1); err == nil {
+	if _, err := StartTicks(t.TempDir(), 1); err == nil {
 		t.Error("a missing stat file read without an error")
 	}
 }

@@ -181,7 +181,7 @@ func (b *Batch) start() error {
 	}
 	// The leader is not reaped before the group is empty (see supervise),
 	// so its stat is readable here even if it already exited.
-	if ticks, err := readStartTicks(procfs.DefaultMountPoint, pid); err == nil {
+	if ticks, err := StartTicks(procfs.DefaultMountPoint, pid); err == nil {
 		b.group.StartTicks = ticks
 	} else {
 		b.logf("=== batch %d: cannot read the start time of pid %d: %v ===", s.BatchIndex, pid, err)

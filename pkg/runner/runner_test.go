@@ -508,7 +508,7 @@ func TestKillLeftoverRefusesReusedPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	ticks, err := readStartTicks(procfs.DefaultMountPoint, cmd.Process.Pid)
+	ticks, err := StartTicks(procfs.DefaultMountPoint, cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
