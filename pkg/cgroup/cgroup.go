@@ -64,8 +64,8 @@ type Options struct {
 
 // Tree is the controller's subtree: one directory per hierarchy, under
 // which every batch group is created. It is immutable after Open, but for
-// what is looked up once: the way back EnterThread opens, the limit files
-// the kernel offers.
+// what is looked up once (the way back EnterThread opens, the limit files
+// the kernel offers) and the groups kept for reuse.
 type Tree struct {
 	version int
 	// dirs maps a controller (Memory, Freezer, CPUAcct; or Unified) to the
@@ -92,6 +92,13 @@ type Tree struct {
 		paths map[string]string
 		files map[string]*os.File
 		err   error
+	}
+	// spares are the empty groups Recycle kept for New to rename and reuse
+	// (v1), the last kept first.
+	spares struct {
+		sync.Mutex
+		groups []spare
+		closed bool // Remove ran: nothing is kept any more
 	}
 }
 
@@ -335,12 +342,16 @@ func (t *Tree) mainController() string {
 	return Unified
 }
 
-// New creates the group name under the subtree with limits l. Names are
-// the caller's to keep unique (a directory already there is used as it
-// is); Leftovers finds what an earlier run left.
+// New creates the group name under the subtree with limits l: a group
+// Recycle kept, renamed, when there is one (see Recycle), else a new one.
+// Names are the caller's to keep unique (a directory already there is
+// used as it is); Leftovers finds what an earlier run left.
 func (t *Tree) New(name string, l Limits) (*Group, error) {
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." || name == controllerLeaf {
 		return nil, fmt.Errorf("cgroup name %q: want one path element", name)
+	}
+	if g := t.reuse(name, l); g != nil {
+		return g, nil
 	}
 	ref := Ref{Version: t.version, Dirs: map[string]string{}}
 	for c, d := range t.dirs {
@@ -535,11 +546,12 @@ func (t *Tree) homeFiles() (map[string]*os.File, error) {
 // isBusy reports an rmdir refused because the cgroup is still in use.
 func isBusy(err error) bool { return errors.Is(err, syscall.EBUSY) }
 
-// Remove removes the subtree's directories, which must hold no group
-// (remove each group first), and closes the way back EnterThread keeps
-// open. A directory already gone is not an error.
+// Remove removes the groups Recycle kept and the subtree's directories,
+// which must hold no other group (remove each group first), and closes the
+// way back EnterThread keeps open. A directory already gone is not an
+// error.
 func (t *Tree) Remove() error {
-	var errs []error
+	errs := []error{t.removeSpares()}
 	t.homes.once.Do(func() {}) // none opened after this
 	for _, f := range t.homes.files {
 		_ = f.Close()

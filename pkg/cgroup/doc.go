@@ -33,7 +33,12 @@
 //   - freezing (v1 freezer.state, v2 cgroup.freeze), bounded in time;
 //     killing every member (v2 cgroup.kill, else freeze, SIGKILL each,
 //     thaw); removal; the groups a crashed controller left (Tree.Leftovers,
-//     Load).
+//     Load);
+//   - reuse (v1): an ended batch's group that is as good as a new one
+//     (empty, never frozen, no OOM kill, at most RecycleResidue charged)
+//     is kept by Recycle and renamed by the next New, its peak reset and
+//     only the limits that differ written; v2 groups cannot be renamed
+//     and are removed.
 //
 // What it never does: decide a limit (the caller gives it), read or write
 // anything outside the cgroup file systems and /proc, or signal a process
@@ -46,8 +51,9 @@
 // logger for the dozen files used here.
 //
 // Concurrency: a Tree is immutable after Open (but for what it looks up
-// once: the way back EnterThread opens, the limit files the kernel offers)
-// and safe for concurrent use.
+// once: the way back EnterThread opens, the limit files the kernel offers;
+// and the groups kept for reuse, under their own mutex, which is never
+// held across another lock) and safe for concurrent use.
 // A Group's methods may be called from several goroutines; they only read
 // and write kernel files, and the caller serializes freeze and thaw.
 package cgroup

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -20,6 +21,11 @@ type Group struct {
 	fd   int
 	tree *Tree // nil for a group found by Leftovers or Load
 	fs   procfs.FS
+	// limits are what setLimits last wrote (zero: none, as in a new group).
+	limits Limits
+	// froze: the group was asked to freeze at least once (Freeze, Kill on
+	// v1); Recycle does not keep it.
+	froze atomic.Bool
 }
 
 // MemoryStats are a group's memory readings.
@@ -27,7 +33,9 @@ type MemoryStats struct {
 	// Usage is what the group is charged now, page cache included.
 	Usage int64
 	// Peak is the kernel's high-water mark of Usage since the group was
-	// created; 0 where the kernel keeps none (v2 before Linux 5.19).
+	// created or reused (a reused group starts with at most
+	// RecycleResidue bytes still charged); 0 where the kernel keeps none
+	// (v2 before Linux 5.19).
 	Peak int64
 	// WorkingSet is Usage minus the inactive file pages, which the kernel
 	// reclaims before it kills: what the batch needs, as the kubelet counts
@@ -246,27 +254,38 @@ func (g *Group) CPUTime() (time.Duration, bool) {
 	return time.Duration(us) * time.Microsecond, ok
 }
 
-// setLimits writes l. The memory-and-swap limit (v1) and swap limit (v2)
+// setLimits writes l, where it differs from what the group has (a new
+// group has no limit). The memory-and-swap limit (v1) and swap limit (v2)
 // are set where the kernel has them, so that a batch cannot go past its
 // limit by swapping.
 func (g *Group) setLimits(l Limits) error {
 	d := g.mainDir()
 	if g.ref.Version == 1 {
-		if l.MemoryMax > 0 {
-			if err := writeFile(filepath.Join(d, "memory.limit_in_bytes"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
-				return fmt.Errorf("set memory limit: %w", err)
-			}
+		if l.MemoryMax != g.limits.MemoryMax {
+			// The kernel keeps memsw.limit >= limit at every step: a
+			// higher limit is written after memsw, a lower one before.
+			v := v1Limit(l.MemoryMax)
+			steps := []struct{ file, what string }{{"memory.limit_in_bytes", "memory limit"}}
 			if g.tree.has.files["memory.memsw.limit_in_bytes"] {
-				if err := writeFile(filepath.Join(d, "memory.memsw.limit_in_bytes"), strconv.FormatInt(l.MemoryMax, 10)); err != nil {
-					return fmt.Errorf("set memory+swap limit: %w", err)
+				memsw := struct{ file, what string }{"memory.memsw.limit_in_bytes", "memory+swap limit"}
+				if raised(g.limits.MemoryMax, l.MemoryMax) {
+					steps = append([]struct{ file, what string }{memsw}, steps...)
+				} else {
+					steps = append(steps, memsw)
+				}
+			}
+			for _, st := range steps {
+				if err := writeFile(filepath.Join(d, st.file), v); err != nil {
+					return fmt.Errorf("set %s: %w", st.what, err)
 				}
 			}
 		}
-		if l.MemorySoft > 0 {
-			if err := writeFile(filepath.Join(d, "memory.soft_limit_in_bytes"), strconv.FormatInt(l.MemorySoft, 10)); err != nil {
+		if l.MemorySoft != g.limits.MemorySoft {
+			if err := writeFile(filepath.Join(d, "memory.soft_limit_in_bytes"), v1Limit(l.MemorySoft)); err != nil {
 				return fmt.Errorf("set memory soft limit: %w", err)
 			}
 		}
+		g.limits = l
 		return nil
 	}
 	if l.MemoryMax > 0 {
@@ -284,7 +303,21 @@ func (g *Group) setLimits(l Limits) error {
 			return fmt.Errorf("set memory.oom.group: %w", err)
 		}
 	}
+	g.limits = l
 	return nil
+}
+
+// v1Limit is a v1 limit file's text for n bytes, 0 meaning none.
+func v1Limit(n int64) string {
+	if n <= 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// raised reports whether the limit to goes above from (0 is no limit).
+func raised(from, to int64) bool {
+	return from > 0 && (to <= 0 || to > from)
 }
 
 // CanFreeze reports whether the group can be frozen (v2 always; v1 when
@@ -333,6 +366,9 @@ func (g *Group) Thaw() error {
 }
 
 func (g *Group) setFrozen(on bool) error {
+	if on {
+		g.froze.Store(true)
+	}
 	if g.ref.Version == 1 {
 		v := "THAWED"
 		if on {

@@ -32,8 +32,9 @@
 //     runs unbound and the log says so);
 //   - the batch's cgroup (Spec.Cgroup set): created before the start with
 //     the limit MemoryLimit×(1+tolerance), the command born inside it
-//     (package cgroup places it before its first instruction), removed at
-//     the end. The kernel enforces the limit; an OOM kill in the cgroup
+//     (package cgroup places it before its first instruction), handed
+//     back at the end (cgroup.Group.Recycle: kept for a later batch when
+//     it is as good as a new one, else removed). The kernel enforces the limit; an OOM kill in the cgroup
 //     ends the whole batch with ReasonMemoryExceeded, the reported peak is
 //     the kernel's (shared pages count once), and the working set (usage
 //     minus inactive file pages) is sampled every SampleInterval;

@@ -54,7 +54,8 @@ type Batch struct {
 	done       chan struct{} // closed once the cgroup is removed too
 	result     Result
 
-	// opMu serializes Pause and Resume; it is taken before mu.
+	// opMu serializes Pause and Resume, and the batch's end with them; it
+	// is taken before mu.
 	opMu sync.Mutex
 	// mu guards the pause accounting; held only briefly.
 	mu struct {
@@ -532,11 +533,16 @@ loop:
 		}
 	}
 	b.result = res
-	// The result is out before the cgroup, empty now, is removed: its
-	// rmdirs are off the path to the next batch (Done waits for them).
+	// The result is out before the cgroup, empty now, is handed back for
+	// reuse or removed: that is off the path to the next batch (Done waits
+	// for it). Under opMu: a Pause that saw the batch running has frozen
+	// the group by then (and Recycle does not keep a group once frozen),
+	// a later one sees it ended.
+	b.opMu.Lock()
 	close(b.ended)
+	b.opMu.Unlock()
 	if b.cg != nil {
-		if err := b.cg.Remove(); err != nil {
+		if err := b.cg.Recycle(); err != nil {
 			if f, ferr := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND, 0); ferr == nil {
 				_, _ = fmt.Fprintf(f, "=== batch %d: %v ===\n", s.BatchIndex, err)
 				_ = f.Close()
@@ -786,14 +792,14 @@ func (b *Batch) Cancel() {
 
 // Wait blocks until the leader has exited and no live process of the group
 // remains, and returns how the batch ended. The batch's cgroup, empty, may
-// still be being removed (Done).
+// still be being recycled or removed (Done).
 func (b *Batch) Wait() Result {
 	<-b.ended
 	return b.result
 }
 
 // Done is closed once the batch has ended (Wait returns at once) and its
-// cgroup is removed.
+// cgroup is removed or kept for a later batch (cgroup.Group.Recycle).
 func (b *Batch) Done() <-chan struct{} { return b.done }
 
 func (b *Batch) hasEnded() bool {
