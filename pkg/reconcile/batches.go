@@ -249,7 +249,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	group := rb.Group()
 	if err := b.journal.started(qb.Task, group); err != nil {
 		rb.Cancel()
-		<-rb.Done() // its cgroup removed too
+		<-rb.Done() // its cgroup handed back too
 		return nil, fmt.Errorf("task %q: recording the process group: %w", qb.Task, err)
 	}
 	b.mu.Lock()

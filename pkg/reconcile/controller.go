@@ -412,7 +412,7 @@ loop:
 	}
 	stopQueue()
 	<-queueDone
-	c.batches.cleanups.Wait() // every batch cgroup removed, every end journaled
+	c.batches.cleanups.Wait() // every batch cgroup handed back, every end journaled
 	stopMachine()
 	c.applyInbox()
 	// The spool's goroutine is gone before Run returns; the versions it

@@ -45,7 +45,7 @@ func BenchmarkTrueBatch(b *testing.B) {
 				removed = append(removed, bt.Done())
 			}
 			for _, done := range removed {
-				<-done // every batch's cgroup removed before the subtree is
+				<-done // every batch's cgroup handed back before the subtree is
 			}
 		})
 	}

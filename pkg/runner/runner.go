@@ -51,7 +51,7 @@ type Batch struct {
 	cancelCh   chan struct{} // closed by Cancel
 	wake       chan struct{} // buffered(1): the pause state changed
 	ended      chan struct{} // closed once result is set
-	done       chan struct{} // closed once the cgroup is removed too
+	done       chan struct{} // closed once the cgroup is handed back too
 	result     Result
 
 	// opMu serializes Pause and Resume, and the batch's end with them; it

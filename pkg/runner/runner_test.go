@@ -99,7 +99,7 @@ func start(t *testing.T, s Spec) *Batch {
 	t.Cleanup(func() {
 		b.Cancel()
 		b.Wait()
-		<-b.Done() // its cgroup removed too, before the test's subtree is
+		<-b.Done() // its cgroup handed back too, before the test's subtree is
 	})
 	return b
 }
