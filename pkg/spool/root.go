@@ -337,6 +337,9 @@ func OpenReader(dir string, max int64) (*Reader, error) {
 
 // Read is ReadManifest of the manifest called name.
 func (rd *Reader) Read(name string) ([]byte, error) {
+	if data, ok := rd.readPlain(name); ok {
+		return data, nil
+	}
 	t, f, err := rd.r.openFile(name)
 	if err != nil {
 		return nil, err
@@ -349,6 +352,49 @@ func (rd *Reader) Read(name string) ([]byte, error) {
 
 // Close releases the directory.
 func (rd *Reader) Close() { rd.r.close() }
+
+// readPlain reads name when it is a regular file of an allowed owner right
+// in the spool directory, of at most rd.max bytes, and no longer than it
+// was stat'ed (it did not grow while read): what Read reads, in five
+// system calls instead of eleven (no descriptor of its directory, no flag
+// to clear: a read of a regular file never blocks). A listing reads
+// thousands. ok is false for anything else, which Read then judges the
+// whole way (links, errors, growth).
+func (rd *Reader) readPlain(name string) (data []byte, ok bool) {
+	st, plain := rd.r.statPlain(name)
+	if !plain || st.Size > rd.max {
+		return nil, false
+	}
+	fd, err := unix.Openat(rd.r.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	var now unix.Stat_t
+	if err := unix.Fstat(fd, &now); err != nil || now.Mode&unix.S_IFMT != unix.S_IFREG || now.Ino != st.Ino || now.Dev != st.Dev || now.Size > rd.max {
+		return nil, false
+	}
+	// One byte more than its size: a read that fills it saw the file grow.
+	buf := make([]byte, now.Size+1)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Pread(fd, buf[n:], int64(n))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	if n == len(buf) {
+		return nil, false
+	}
+	return buf[:n], true
+}
 
 // dupCloexec duplicates fd close-on-exec, so that no batch the controller
 // starts inherits it (unix.Dup would not set the flag).
