@@ -145,6 +145,10 @@ type Limits struct {
 	// MemorySoft is where the group is reclaimed first under machine-wide
 	// pressure (v1 soft limit; ignored on v2).
 	MemorySoft int64
+	// Fresh asks for a new group, not one Recycle kept (whose usage starts
+	// with up to RecycleResidue): for a caller that holds the usage to a
+	// bound of its own, below MemoryMax.
+	Fresh bool
 }
 
 // Open discovers the hierarchies and creates (or reuses) the subtree. It
@@ -343,15 +347,18 @@ func (t *Tree) mainController() string {
 }
 
 // New creates the group name under the subtree with limits l: a group
-// Recycle kept, renamed, when there is one (see Recycle), else a new one.
+// Recycle kept, renamed, when there is one (see Recycle) and l does not ask
+// for a fresh one, else a new one.
 // Names are the caller's to keep unique (a directory already there is
 // used as it is); Leftovers finds what an earlier run left.
 func (t *Tree) New(name string, l Limits) (*Group, error) {
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." || name == controllerLeaf {
 		return nil, fmt.Errorf("cgroup name %q: want one path element", name)
 	}
-	if g := t.reuse(name, l); g != nil {
-		return g, nil
+	if !l.Fresh {
+		if g := t.reuse(name, l); g != nil {
+			return g, nil
+		}
 	}
 	ref := Ref{Version: t.version, Dirs: map[string]string{}}
 	for c, d := range t.dirs {

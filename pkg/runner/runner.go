@@ -110,7 +110,10 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 		return nil, fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
 	}
 	if s.Cgroup != nil {
-		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.kernelLimit(s.Cgroup.Version()), MemorySoft: s.MemoryLimit})
+		// Below the floor a reused group's residue would count in the
+		// working set held to the contract: a fresh group then.
+		v := s.Cgroup.Version()
+		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.kernelLimit(v), MemorySoft: s.MemoryLimit, Fresh: s.belowFloor(v)})
 		if err != nil {
 			return fail(fmt.Errorf("create the batch's cgroup: %w", err))
 		}
@@ -376,7 +379,7 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 		case b.cg == nil && ceiling > 0 && m.peak > ceiling:
 			memoryKill(fmt.Sprintf("peak %s exceeded the contract %s by more than %s",
 				governor.FormatBytes(m.peak), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))
-		case b.cg != nil && ceiling > 0 && ceiling < s.kernelLimit(b.cg.Ref().Version) && m.peakWorkingSet > ceiling:
+		case b.cg != nil && s.belowFloor(b.cg.Ref().Version) && m.peakWorkingSet > ceiling:
 			// A contract below the kernel's floor: the sampler holds it.
 			memoryKill(fmt.Sprintf("working set %s exceeded the contract %s by more than %s",
 				governor.FormatBytes(m.peakWorkingSet), governor.FormatBytes(s.MemoryLimit), percent(s.MemoryTolerance)))

@@ -226,6 +226,14 @@ func (s Spec) kernelLimit(version int) int64 {
 	return c
 }
 
+// belowFloor reports a contract whose ceiling is below the cgroup's
+// limit (the v1 floor): the runner, not the kernel, holds the working set
+// to it.
+func (s Spec) belowFloor(version int) bool {
+	c := s.memoryCeiling()
+	return c > 0 && c < s.kernelLimit(version)
+}
+
 // memoryCeiling is the memory above which the batch is killed (the
 // cgroup's hard limit, or the sampler's threshold), 0 for no limit.
 func (s Spec) memoryCeiling() int64 {
