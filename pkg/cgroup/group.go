@@ -264,19 +264,17 @@ func (g *Group) setLimits(l Limits) error {
 		if l.MemoryMax != g.limits.MemoryMax {
 			// The kernel keeps memsw.limit >= limit at every step: a
 			// higher limit is written after memsw, a lower one before.
-			v := v1Limit(l.MemoryMax)
-			steps := []struct{ file, what string }{{"memory.limit_in_bytes", "memory limit"}}
+			files := []string{"memory.limit_in_bytes"}
 			if g.tree.has.files["memory.memsw.limit_in_bytes"] {
-				memsw := struct{ file, what string }{"memory.memsw.limit_in_bytes", "memory+swap limit"}
 				if raised(g.limits.MemoryMax, l.MemoryMax) {
-					steps = append([]struct{ file, what string }{memsw}, steps...)
+					files = []string{"memory.memsw.limit_in_bytes", "memory.limit_in_bytes"}
 				} else {
-					steps = append(steps, memsw)
+					files = append(files, "memory.memsw.limit_in_bytes")
 				}
 			}
-			for _, st := range steps {
-				if err := writeFile(filepath.Join(d, st.file), v); err != nil {
-					return fmt.Errorf("set %s: %w", st.what, err)
+			for _, f := range files {
+				if err := writeFile(filepath.Join(d, f), v1Limit(l.MemoryMax)); err != nil {
+					return fmt.Errorf("set the memory limit (%s): %w", f, err)
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 )
@@ -84,10 +85,7 @@ func (t *Tree) reuse(name string, l Limits) *Group {
 	t.spares.Unlock()
 	// A new map: the Ref of the batch that had the group names the old
 	// directories, which are gone once renamed.
-	g := &Group{ref: Ref{Version: t.version, Dirs: make(map[string]string, len(s.dirs))}, fd: -1, tree: t, fs: t.fs, limits: s.limits}
-	for c, d := range s.dirs {
-		g.ref.Dirs[c] = d
-	}
+	g := &Group{ref: Ref{Version: t.version, Dirs: maps.Clone(s.dirs)}, fd: -1, tree: t, fs: t.fs, limits: s.limits}
 	ok := true
 	for c, d := range s.dirs {
 		to := filepath.Join(filepath.Dir(d), name)
