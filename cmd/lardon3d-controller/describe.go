@@ -108,12 +108,12 @@ func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "Paused:\ttrue\n")
 	}
 	fmt.Fprintf(tw, "Progress:\t%d/%d items, %d batches\n", st.Progress.ItemsDone, st.Progress.ItemsTotal, st.Progress.BatchesDone)
-	reported, size, ran, running := runningReport(&st, now)
+	reported, size, ran, running := runningReport(f.row, now)
 	if running {
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
 			reported, size, ran.Round(time.Second))
 	}
-	if d, ok := taskETA(&st, learned, now); ok {
+	if d, ok := taskETA(f.row, learned, now); ok {
 		left := st.Progress.ItemsTotal - st.Progress.ItemsDone
 		// What taskETA priced the items with.
 		paced := running && reported > 0

@@ -16,15 +16,15 @@ func eta(left int64, e *reconcile.ProfileEstimate) time.Duration {
 // runningReport is what the batch in flight has reported of its items
 // (LARDON3D_PROGRESS), with how long it has run; ok is false when it
 // reported nothing.
-func runningReport(st *v1alpha1.TaskStatus, now time.Time) (reported, size int64, ran time.Duration, ok bool) {
-	lb := st.LastBatch
-	if st.Phase != v1alpha1.PhaseRunning && st.Phase != v1alpha1.PhasePaused {
+func runningReport(r *reconcile.ListRow, now time.Time) (reported, size int64, ran time.Duration, ok bool) {
+	lb := r.LastBatch
+	if r.Phase != v1alpha1.PhaseRunning && r.Phase != v1alpha1.PhasePaused {
 		return 0, 0, 0, false
 	}
-	if lb == nil || lb.EndTime != nil || lb.ItemsReported == nil || lb.StartTime == nil {
+	if lb == nil || lb.End >= 0 || lb.ItemsReported < 0 || lb.Start < 0 {
 		return 0, 0, 0, false
 	}
-	return *lb.ItemsReported, lb.Size, now.Sub(lb.StartTime.Time), true
+	return lb.ItemsReported, lb.Size, now.Sub(time.Unix(lb.Start, 0)), true
 }
 
 // taskETA estimates when a task not ended will be done. The profile's time
@@ -32,16 +32,16 @@ func runningReport(st *v1alpha1.TaskStatus, now time.Time) (reported, size int64
 // reports progress, its own pace prices the rest of that batch, and the
 // items after it when the profile has no time yet (an hours-long first
 // batch is not "unknown" for hours). ok is false when nothing is known.
-func taskETA(st *v1alpha1.TaskStatus, learned *reconcile.ProfileEstimate, now time.Time) (time.Duration, bool) {
-	if v1alpha1.IsTerminal(st.Phase) {
+func taskETA(r *reconcile.ListRow, learned *reconcile.ProfileEstimate, now time.Time) (time.Duration, bool) {
+	if v1alpha1.IsTerminal(r.Phase) {
 		return 0, false
 	}
-	left := st.Progress.ItemsTotal - st.Progress.ItemsDone
+	left := r.Total - r.Done
 	if left <= 0 {
 		return 0, false
 	}
 	profile := learned != nil && learned.DurationPerItem > 0
-	reported, size, ran, running := runningReport(st, now)
+	reported, size, ran, running := runningReport(r, now)
 	if !running || reported <= 0 {
 		if !profile {
 			return 0, false

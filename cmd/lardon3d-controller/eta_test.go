@@ -17,16 +17,24 @@ func TestETAFromTheProfilesTimePerItem(t *testing.T) {
 	if got, want := eta(60, learned), 125*time.Second; got != want {
 		t.Fatalf("eta of 60 items at 2s + 5s: %v, want %v", got, want)
 	}
-	if cols := wideColumns(tk, learned, time.Now()); !strings.Contains(cols, "\t2m5s\t") {
+	row := reconcile.RowOf(tk)
+	if cols := wideColumns(&row, learned, time.Now()); !strings.Contains(cols, "\t2m5s\t") {
 		t.Errorf("wide columns %q: want the ETA 2m5s", cols)
 	}
 	tk.Status.Phase = v1alpha1.PhaseDone
-	if cols := wideColumns(tk, learned, time.Now()); !strings.Contains(cols, "\t-\t-") {
+	row = reconcile.RowOf(tk)
+	if cols := wideColumns(&row, learned, time.Now()); !strings.Contains(cols, "\t-\t-") {
 		t.Errorf("a Done task has an ETA: %q", cols)
 	}
-	if cols := wideColumns(tk, nil, time.Now()); strings.Count(cols, "-") < 4 {
+	if cols := wideColumns(&row, nil, time.Now()); strings.Count(cols, "-") < 4 {
 		t.Errorf("no history, columns %q", cols)
 	}
+}
+
+// rowOf is the ListRow of a task called t with status st.
+func rowOf(st v1alpha1.TaskStatus) *reconcile.ListRow {
+	r := reconcile.RowOf(&v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st})
+	return &r
 }
 
 // TestETAFromTheRunningBatchsReports: a first batch with no history yet is
@@ -42,31 +50,31 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 		LastBatch: &v1alpha1.BatchRecord{Index: 0, Start: 0, Size: 50, StartTime: &started, ItemsReported: &reported},
 	}
 	// 10 items in 100 s: 40 left in the batch at 10 s, 50 after it.
-	if d, ok := taskETA(&st, nil, now); !ok || d != 900*time.Second {
+	if d, ok := taskETA(rowOf(st), nil, now); !ok || d != 900*time.Second {
 		t.Fatalf("ETA from the batch's pace: %v %v, want 15m0s", d, ok)
 	}
 	// The profile prices the items after the batch: 400 s + 5 s + 50×2 s.
 	learned := &reconcile.ProfileEstimate{DurationFixed: 5 * time.Second, DurationPerItem: 2 * time.Second}
-	if d, ok := taskETA(&st, learned, now); !ok || d != 505*time.Second {
+	if d, ok := taskETA(rowOf(st), learned, now); !ok || d != 505*time.Second {
 		t.Fatalf("ETA with a profile: %v %v, want 8m25s", d, ok)
 	}
-	if row := tableRow(&v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st}, now); !strings.Contains(row, "0/100 +10") {
+	if row := tableRow(rowOf(st), now); !strings.Contains(row, "0/100 +10") {
 		t.Errorf("row %q: want the reported items beside the committed ones", row)
 	}
 	// A task back to Pending (its controller died mid-batch) has no batch
 	// in flight, whatever its status still says.
 	st.Phase = v1alpha1.PhasePending
-	if row := tableRow(&v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st}, now); strings.Contains(row, "+10") {
+	if row := tableRow(rowOf(st), now); strings.Contains(row, "+10") {
 		t.Errorf("row %q: a pending task shows a report", row)
 	}
 	st.Phase = v1alpha1.PhaseRunning
 	// Once the batch ended, its report is history: nothing is priced by it.
 	ended := metav1.NewTime(now)
 	st.LastBatch.EndTime = &ended
-	if _, ok := taskETA(&st, nil, now); ok {
+	if _, ok := taskETA(rowOf(st), nil, now); ok {
 		t.Errorf("an ended batch's report still gives an ETA")
 	}
-	if row := tableRow(&v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st}, now); strings.Contains(row, "+10") {
+	if row := tableRow(rowOf(st), now); strings.Contains(row, "+10") {
 		t.Errorf("row %q: an ended batch's report is shown", row)
 	}
 }

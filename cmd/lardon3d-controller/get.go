@@ -10,12 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
@@ -121,8 +119,8 @@ func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([
 				byProfile[est[i].Profile] = &est[i]
 			}
 			for i := range files {
-				if t := files[i].task; t != nil {
-					files[i].learned = byProfile[reconcile.ProfileOf(&t.Spec)]
+				if r := files[i].row; r != nil {
+					files[i].learned = byProfile[r.Profile]
 				}
 			}
 		}
@@ -151,8 +149,8 @@ func selectLabels(files []manifestFile, sel labels.Selector) []manifestFile {
 	var out []manifestFile
 	for _, f := range files {
 		var set labels.Set
-		if f.task != nil {
-			set = f.task.Metadata.Labels
+		if f.row != nil {
+			set = f.row.Labels
 		}
 		if sel.Matches(set) {
 			out = append(out, f)
@@ -167,9 +165,9 @@ func selectLabels(files []manifestFile, sel labels.Selector) []manifestFile {
 // comparisons).
 func sortFiles(files []manifestFile, by string) {
 	type keys struct {
-		primary string     // name or phase (by "name", "phase")
-		start   *time.Time // by "age"; nil: never started
-		seq     int64      // queue position, math.MaxInt64 when never queued
+		primary string // name or phase (by "name", "phase")
+		start   *int64 // by "age" (Unix seconds); nil: never started
+		seq     int64  // queue position, math.MaxInt64 when never queued
 		name    string
 		i       int
 	}
@@ -185,8 +183,8 @@ func sortFiles(files []manifestFile, by string) {
 		case "phase":
 			k.primary = phaseName(f)
 		case "age":
-			if f.task != nil && f.task.Status.StartTime != nil {
-				k.start = &f.task.Status.StartTime.Time
+			if f.row != nil {
+				k.start = f.row.Start
 			}
 		}
 		ks[i] = k
@@ -201,11 +199,8 @@ func sortFiles(files []manifestFile, by string) {
 				return 1
 			}
 			return -1
-		case a.start != nil && !a.start.Equal(*b.start):
-			if a.start.Before(*b.start) {
-				return -1
-			}
-			return 1
+		case a.start != nil && *a.start != *b.start:
+			return cmp.Compare(*a.start, *b.start)
 		}
 		if c := cmp.Compare(a.seq, b.seq); c != 0 {
 			return c
@@ -215,19 +210,29 @@ func sortFiles(files []manifestFile, by string) {
 		}
 		return strings.Compare(files[a.i].path, files[b.i].path)
 	})
-	sorted := make([]manifestFile, len(files))
-	for j, k := range ks {
-		sorted[j] = files[k.i]
+	// files[j] takes files[ks[j].i], in place: each cycle of the
+	// permutation is followed once (ks[j].i = -1 when j is placed).
+	for j := range ks {
+		if ks[j].i < 0 {
+			continue
+		}
+		first := files[j]
+		at := j
+		for ks[at].i != j {
+			next := ks[at].i
+			files[at], ks[at].i = files[next], -1
+			at = next
+		}
+		files[at], ks[at].i = first, -1
 	}
-	copy(files, sorted)
 }
 
 // queueSeq is f's position in the queue; 0 when it was never queued.
 func queueSeq(f manifestFile) int64 {
-	if f.task == nil {
+	if f.row == nil {
 		return 0
 	}
-	return f.task.Status.QueueSeq
+	return f.row.Seq
 }
 
 // watchSettle is how long get -w lets a burst of file events settle
@@ -377,10 +382,10 @@ func watchKeys(files []manifestFile) map[string]string {
 
 // deletedFile stands for a task whose manifest is gone, shown once by get -w.
 func deletedFile(name string) manifestFile {
-	return manifestFile{path: name + ".yaml", task: &v1alpha1.Task{
+	return taskFile(name+".yaml", &v1alpha1.Task{
 		Metadata: v1alpha1.ObjectMeta{Name: name},
 		Status:   v1alpha1.TaskStatus{Phase: "Deleted"},
-	}}
+	})
 }
 
 func selectName(files []manifestFile, name string) []manifestFile {
@@ -405,25 +410,23 @@ func render(w io.Writer, files []manifestFile, output string, noHeaders, single 
 		return nil
 	}
 	wide := output == "wide"
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	lines := make([]string, 0, 1+len(files))
 	if !noHeaders {
 		header := "NAME\tPHASE\tPROGRESS\tBATCH\tMEMORY\tAGE\tREASON"
 		if wide {
 			header += "\tTHREADS\tGEN\tQUEUE\tETA\tLABELS"
 		}
-		fmt.Fprintln(tw, header)
+		lines = append(lines, header)
 	}
 	// The rows are made on every CPU (ten thousand of them), then aligned.
-	rows := make([]string, len(files))
+	rows := lines[len(lines) : len(lines)+len(files)]
 	onEveryCPU(len(files), func(i int) { rows[i] = fileRow(files[i], wide, now) })
-	for _, row := range rows {
-		_, _ = io.WriteString(tw, row)
-	}
-	return tw.Flush()
+	_, err := io.WriteString(w, alignColumns(lines[:len(lines)+len(files)], 3))
+	return err
 }
 
-// fileRow is f's line of the table (its cells tab-separated, newline
-// ended), with the -o wide columns when wide.
+// fileRow is f's line of the table (its cells tab-separated, without its
+// newline), with the -o wide columns when wide.
 func fileRow(f manifestFile, wide bool, now time.Time) string {
 	const noWide = "\t-\t-\t-\t-\t-"
 	var row string
@@ -439,12 +442,12 @@ func fileRow(f manifestFile, wide bool, now time.Time) string {
 			row += noWide
 		}
 	default:
-		row = tableRow(f.task, now)
+		row = tableRow(f.row, now)
 		if wide {
-			row += "\t" + wideColumns(f.task, f.learned, now)
+			row += "\t" + wideColumns(f.row, f.learned, now)
 		}
 	}
-	return row + "\n"
+	return row
 }
 
 // renderObjects prints the parseable tasks of files as JSON or YAML: a
@@ -480,22 +483,21 @@ func renderObjects(w io.Writer, files []manifestFile, output string, single bool
 // generation, the queue position, the ETA (taskETA: the profile's time per
 // item and the running batch's reported pace, for a task not ended) and
 // the labels.
-func wideColumns(t *v1alpha1.Task, learned *reconcile.ProfileEstimate, now time.Time) string {
-	st := t.Status
+func wideColumns(r *reconcile.ListRow, learned *reconcile.ProfileEstimate, now time.Time) string {
 	threads, gen, queue, etaCol := "-", "-", "-", "-"
-	if d, ok := taskETA(&st, learned, now); ok {
+	if d, ok := taskETA(r, learned, now); ok {
 		etaCol = duration.HumanDuration(d)
 	}
-	if r := st.Reservation; r != nil {
-		threads = fmt.Sprint(r.Threads)
+	if c := r.Reservation; c != nil {
+		threads = fmt.Sprint(c.Threads)
 	}
-	if st.ObservedGeneration > 0 {
-		gen = fmt.Sprint(st.ObservedGeneration)
+	if r.Gen > 0 {
+		gen = fmt.Sprint(r.Gen)
 	}
-	if st.QueueSeq > 0 {
-		queue = fmt.Sprint(st.QueueSeq)
+	if r.Seq > 0 {
+		queue = fmt.Sprint(r.Seq)
 	}
-	lbl := labels.Set(t.Metadata.Labels).String()
+	lbl := labels.Set(r.Labels).String()
 	if lbl == "" {
 		lbl = "-"
 	}
@@ -506,53 +508,43 @@ func wideColumns(t *v1alpha1.Task, learned *reconcile.ProfileEstimate, now time.
 func printTable(w io.Writer, tasks []*v1alpha1.Task, now time.Time) {
 	files := make([]manifestFile, 0, len(tasks))
 	for _, t := range tasks {
-		files = append(files, manifestFile{task: t})
+		files = append(files, taskFile("", t))
 	}
 	var b strings.Builder
 	_ = render(&b, files, "", false, false, now)
 	fmt.Fprint(w, safeText(b.String()))
 }
 
-func tableRow(t *v1alpha1.Task, now time.Time) string {
-	st := t.Status
-	phase := string(st.Phase)
+// tableRow is r's line of the table (its cells tab-separated, no newline).
+func tableRow(r *reconcile.ListRow, now time.Time) string {
+	phase := string(r.Phase)
 	if phase == "" {
 		phase = "New"
 	}
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	progress := "-"
-	if st.Progress.ItemsTotal > 0 {
-		progress = itoa(st.Progress.ItemsDone) + "/" + itoa(st.Progress.ItemsTotal)
-		if reported, _, _, ok := runningReport(&st, now); ok && reported > 0 {
+	if r.Total > 0 {
+		progress = itoa(r.Done) + "/" + itoa(r.Total)
+		if reported, _, _, ok := runningReport(r, now); ok && reported > 0 {
 			// Items the running batch reports done, not committed yet.
 			progress += " +" + itoa(reported)
 		}
 	}
 	batch, memory := "-", "-"
-	if r := st.Reservation; r != nil {
-		batch = itoa(r.Batch) + "/" + itoa(r.BatchRequested)
-		memory = humanBytes(r.Memory.Value())
-	} else if lb := st.LastBatch; lb != nil {
+	if c := r.Reservation; c != nil {
+		batch = itoa(c.Batch) + "/" + itoa(c.BatchRequested)
+		memory = humanBytes(c.Memory)
+	} else if lb := r.LastBatch; lb != nil {
 		batch = "#" + itoa(lb.Index)
-		if lb.PeakMemory != nil {
-			memory = "peak " + humanBytes(lb.PeakMemory.Value())
+		if lb.PeakMemory >= 0 {
+			memory = "peak " + humanBytes(lb.PeakMemory)
 		}
 	}
 	age := "-"
-	if st.StartTime != nil {
-		age = duration.HumanDuration(now.Sub(st.StartTime.Time))
+	if r.Start != nil {
+		age = duration.HumanDuration(now.Sub(time.Unix(*r.Start, 0)))
 	}
-	return cell(t.Metadata.Name) + "\t" + cell(phase) + "\t" + progress + "\t" + batch + "\t" + memory + "\t" + age + "\t" + cell(reasonOf(st))
-}
-
-// reasonOf is the reason worth showing: the first False condition's, else "".
-func reasonOf(st v1alpha1.TaskStatus) string {
-	for _, typ := range []string{v1alpha1.ConditionValid, v1alpha1.ConditionDependenciesReady, v1alpha1.ConditionAdmitted, v1alpha1.ConditionComplete, v1alpha1.ConditionSpecApplied} {
-		if c := meta.FindStatusCondition(st.Conditions, typ); c != nil && c.Status == "False" {
-			return c.Reason
-		}
-	}
-	return ""
+	return cell(r.Name) + "\t" + cell(phase) + "\t" + progress + "\t" + batch + "\t" + memory + "\t" + age + "\t" + cell(r.Reason())
 }
 
 func oneLine(err error) string {

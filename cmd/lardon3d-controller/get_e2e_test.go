@@ -149,7 +149,7 @@ func TestSortFilesByAge(t *testing.T) {
 			ts := metav1.NewTime(time.Unix(int64(start), 0))
 			task.Status.StartTime = &ts
 		}
-		return manifestFile{path: name + ".yaml", task: task}
+		return taskFile(name+".yaml", task)
 	}
 	files := []manifestFile{at("a", 3, 0), at("b", 1, 200), at("c", 2, 100), at("d", 0, 0), at("e", 4, 100)}
 	for by, want := range map[string]string{

@@ -12,7 +12,7 @@ import (
 )
 
 // indexedOutput reports whether get's output o renders from a task's
-// reconcile.ListView alone (the table, wide or not, and names), so that a
+// reconcile.ListRow alone (the table, wide or not, and names), so that a
 // running controller's list index can stand for the manifests.
 func indexedOutput(o *getOptions) bool {
 	return !o.watch && (o.output == "" || o.output == "wide" || o.output == "name")
@@ -62,7 +62,7 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 		return readSpool(dir)
 	}
 	defer d.Close()
-	ents, err := d.ReadDir(-1)
+	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return readSpool(dir)
 	}
@@ -72,10 +72,10 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	defer rd.Close()
-	out := readManifests(manifestPaths(dir, ents), func(path string) manifestFile {
+	out := readManifests(manifestPaths(dir, names), func(path string) manifestFile {
 		if row, ok := idx[filepath.Base(path)]; ok {
 			if v, err := reconcile.VersionAt(dirfd, filepath.Base(path)); err == nil && v == row.Version {
-				return manifestFile{path: path, task: row.Task}
+				return manifestFile{path: path, row: &row.Row}
 			}
 		}
 		if !byName {
@@ -92,7 +92,7 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 	})
 	var fresh []int
 	for i := range out {
-		if out[i].task == nil && out[i].err == nil {
+		if out[i].row == nil && out[i].err == nil {
 			fresh = append(fresh, i)
 		}
 	}
@@ -104,7 +104,7 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 	} else {
 		for _, i := range fresh {
 			base := filepath.Base(out[i].path)
-			out[i] = manifestFile{path: out[i].path, notRead: true, task: &v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: v1alpha1.NameFromFile(base)}}}
+			out[i] = manifestFile{path: out[i].path, notRead: true, row: &reconcile.ListRow{Name: v1alpha1.NameFromFile(base)}}
 		}
 	}
 	return out, nil // unsorted: listTasks sorts

@@ -86,7 +86,7 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 		data, err := readLog(f.task.Status.LogFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			why := ""
-			if r := reasonOf(f.task.Status); r != "" {
+			if r := f.row.Reason(); r != "" {
 				why = ", " + r
 			}
 			return fmt.Errorf("task %s has no log yet (phase %s%s): no batch has started", f.name(), phaseName(f), why)
@@ -199,7 +199,7 @@ func phaseName(f manifestFile) string {
 	if f.invalid() {
 		return "Invalid"
 	}
-	if p := f.task.Status.Phase; p != "" {
+	if p := f.row.Phase; p != "" {
 		return string(p)
 	}
 	return "New"

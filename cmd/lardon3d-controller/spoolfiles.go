@@ -20,14 +20,18 @@ import (
 // manifestFile is one manifest of the spool as the read-only verbs see it.
 type manifestFile struct {
 	path string
-	task *v1alpha1.Task // nil when not parseable
-	err  error          // parse or validation error
+	task *v1alpha1.Task // nil when not parseable, or not parsed
+	// row is what get lists of the task: RowOf the task when parsed, or
+	// the running controller's list index row, or, for a manifest listed
+	// by its file name alone (notRead), that name; nil when not parseable.
+	row *reconcile.ListRow
+	err error // parse or validation error
 	// learned is what the history says of the task's profile (get -o
 	// wide fills it; nil when unknown).
 	learned *reconcile.ProfileEstimate
 	// notRead marks a manifest listed by its file name alone: the
 	// running controller has not read it yet, it holds no status, and the
-	// listing did not parse it (readSpoolListed, when many are new). task
+	// listing did not parse it (readSpoolListed, when many are new). row
 	// then holds only the name NameFromFile gives.
 	notRead bool
 	// raw is the file's content, read and not parsed yet (task and err
@@ -41,7 +45,7 @@ func readSpool(dir string) ([]manifestFile, error) {
 	if err := checkSpoolDir(dir); err != nil {
 		return nil, err
 	}
-	ents, err := listDir(dir)
+	names, err := listDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
@@ -50,7 +54,7 @@ func readSpool(dir string) ([]manifestFile, error) {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	defer rd.Close()
-	out := readManifests(manifestPaths(dir, ents), func(path string) manifestFile { return readFrom(rd, path) })
+	out := readManifests(manifestPaths(dir, names), func(path string) manifestFile { return readFrom(rd, path) })
 	sortByName(out)
 	return out, nil
 }
@@ -66,23 +70,32 @@ func sortByName(out []manifestFile) {
 	})
 }
 
-// listDir lists dir unsorted (os.ReadDir sorts by file name; the callers
-// sort by task name).
-func listDir(dir string) ([]fs.DirEntry, error) {
+// listDir lists the names in dir unsorted (os.ReadDir sorts by file name
+// and makes an entry of each; the callers sort by task name).
+func listDir(dir string) ([]string, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return f.ReadDir(-1)
+	return f.Readdirnames(-1)
 }
 
-// manifestPaths are the paths of the manifests among a listing of dir.
-func manifestPaths(dir string, ents []fs.DirEntry) []string {
-	var paths []string
-	for _, de := range ents {
-		if spool.IsManifestName(de.Name()) {
-			paths = append(paths, filepath.Join(dir, de.Name()))
+// manifestPaths are the paths of the manifests among the names in dir,
+// as filepath.Join makes them (one string each: ten thousand in a
+// listing).
+func manifestPaths(dir string, names []string) []string {
+	prefix := filepath.Clean(dir)
+	switch {
+	case dir == "" || prefix == ".":
+		prefix = ""
+	case !strings.HasSuffix(prefix, string(filepath.Separator)): // the root ends in one
+		prefix += string(filepath.Separator)
+	}
+	paths := make([]string, 0, len(names))
+	for _, name := range names {
+		if spool.IsManifestName(name) {
+			paths = append(paths, prefix+name)
 		}
 	}
 	return paths
@@ -149,14 +162,25 @@ func readFrom(rd *spool.Reader, path string) manifestFile {
 
 // parseManifest is the manifest at path, whose content is data.
 func parseManifest(path string, data []byte) manifestFile {
-	mf := manifestFile{path: path}
-	mf.task, mf.err = v1alpha1.ParseManifest(filepath.Base(path), data)
+	task, err := v1alpha1.ParseManifest(filepath.Base(path), data)
+	mf := taskFile(path, task)
+	mf.err = err
+	return mf
+}
+
+// taskFile is the manifest at path holding task (nil: not parseable).
+func taskFile(path string, task *v1alpha1.Task) manifestFile {
+	mf := manifestFile{path: path, task: task}
+	if task != nil {
+		r := reconcile.RowOf(task)
+		mf.row = &r
+	}
 	return mf
 }
 
 func (m manifestFile) name() string {
-	if m.task != nil && m.task.Metadata.Name != "" {
-		return m.task.Metadata.Name
+	if m.row != nil && m.row.Name != "" {
+		return m.row.Name
 	}
 	return v1alpha1.NameFromFile(filepath.Base(m.path))
 }
@@ -164,15 +188,18 @@ func (m manifestFile) name() string {
 // unparseable reports whether the file is not YAML at all (or was not
 // read).
 func (m manifestFile) unparseable() bool {
+	if m.row == nil {
+		return true
+	}
 	var se *v1alpha1.SyntaxError
-	return m.task == nil || errors.As(m.err, &se)
+	return m.err != nil && errors.As(m.err, &se)
 }
 
 // invalid reports whether the file is not a task the controller runs and
 // says so nowhere in the file: unparseable, not read, or refused with no
 // status written (a status the controller could write says Rejected).
 func (m manifestFile) invalid() bool {
-	return m.unparseable() || (m.err != nil && m.task.Status.Phase == "")
+	return m.unparseable() || (m.err != nil && m.row.Phase == "")
 }
 
 // taskArg is the task name a command-line argument names: NAME, or

@@ -49,7 +49,7 @@
 // The list index (index.go). For get, the owner keeps one row per
 // manifest whose current version it knows: the version a spool event
 // reported (valid ones only), then each status it wrote into it. The row
-// is ListView of the task, what get's table reads, and the version of the
+// is the task's ListRow, what get's table reads, and the version of the
 // file it describes (inode, size, modification time); get takes a row
 // only while the file is still that version. It publishes them in
 // STATE/index.jsonl under a header naming the process (pid and start

@@ -2,10 +2,10 @@ package reconcile
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -28,7 +27,7 @@ import (
 
 // IndexFile is where a running controller publishes the list index: for
 // every manifest whose current version it knows, the part of the task that
-// get's table reads (ListView). get then lists ten thousand tasks without
+// get's table reads (ListRow). get then lists ten thousand tasks without
 // parsing ten thousand YAML files.
 const IndexFile = "index.jsonl"
 
@@ -61,42 +60,80 @@ type indexHeader struct {
 	Spool string `json:"spool"`
 }
 
-// indexRow is one line of IndexFile after the header: what ListView keeps
-// of one manifest's task, flat. A line is its fields separated by tabs,
-// in the order below: strings quoted as Go literals (strconv.Quote: no
-// raw tab or newline), numbers in decimal, "-" for an absent part, lists
-// as their length then their elements. A reader splits ten thousand of
-// them in a few milliseconds.
-type indexRow struct {
-	File string // the manifest's base name
-	// Version is the file's version the row describes.
-	Version FileVersion
-	Name    string            // metadata.name
-	Labels  map[string]string // metadata.labels
-	// Profile is ProfileOf the spec: ListView sets it as
-	// spec.resources.profile, which ProfileOf then returns as it is.
+// ListRow is what get reads of a task to list it: its table (plain and
+// wide), its sort orders, its label selector and -o name. The list index
+// holds one per manifest; get makes one of each manifest it parses itself
+// (RowOf), so that a task lists the same whichever way it was read.
+type ListRow struct {
+	Name   string            // metadata.name
+	Labels map[string]string // metadata.labels
+	// Profile is ProfileOf the spec: the history profile get -o wide
+	// looks the task's estimates up by.
 	Profile string
-	Phase   string
+	Phase   v1alpha1.Phase
 	Gen     int64 // status.observedGeneration
 	Seq     int64 // status.queueSeq
 	Done    int64 // status.progress.itemsDone
 	Total   int64 // status.progress.itemsTotal
-	// Reservation is batch, batchRequested, threads and memory (bytes).
-	Reservation []int64
-	// LastBatch is index, peak memory (bytes), size, start (Unix
-	// seconds), end (Unix seconds) and the items its command reported
-	// done (LARDON3D_PROGRESS), -1 for each part unknown.
-	LastBatch []int64
+	// Reservation is the contract in force; nil without one.
+	Reservation *RowContract
+	// LastBatch is the last batch started; nil before the first.
+	LastBatch *RowBatch
 	// Start is status.startTime in Unix seconds (a manifest keeps
 	// seconds), nil when unset.
 	Start *int64
-	// Conditions are type, reason pairs of the conditions ListView keeps.
+	// Conditions are the type and reason, one pair after the other, of
+	// each condition get's REASON column reads (ListedConditions) that is
+	// False, in the order it reads them.
 	Conditions []string
+}
+
+// RowContract is what a ListRow keeps of the contract in force.
+type RowContract struct {
+	Batch, BatchRequested, Threads int64
+	Memory                         int64 // bytes
+}
+
+// RowBatch is what a ListRow keeps of the last batch: -1 for each part
+// unknown.
+type RowBatch struct {
+	Index      int64
+	PeakMemory int64 // bytes
+	Size       int64
+	Start, End int64 // Unix seconds
+	// ItemsReported is how many items its command reported done
+	// (LARDON3D_PROGRESS).
+	ItemsReported int64
+}
+
+// Reason is the reason get's REASON column shows: the first listed False
+// condition's, else "".
+func (r *ListRow) Reason() string {
+	if len(r.Conditions) < 2 {
+		return ""
+	}
+	return r.Conditions[1]
+}
+
+// indexRow is one line of IndexFile after the header: the manifest's base
+// name, the version of the file it describes, and its ListRow, flat. A
+// line is its fields separated by tabs: the name, the version (inode,
+// size, modification time), then the ListRow's fields in their order;
+// strings quoted as Go literals (strconv.Quote: no raw tab or newline),
+// numbers in decimal, "-" for an absent start, the contract and last batch
+// as their count of numbers (0 when absent) then the numbers, the other
+// lists as their length then their elements, labels sorted by key. A
+// reader splits ten thousand of them in a few milliseconds.
+type indexRow struct {
+	File string // the manifest's base name
+	// Version is the file's version the row describes.
+	Version FileVersion
+	ListRow
 }
 
 // appendRow appends r's line (with its newline) to b.
 func appendRow(b []byte, r *indexRow) []byte {
-	ints := func(b []byte, v []int64) []byte {
+	ints := func(b []byte, v ...int64) []byte {
 		b = strconv.AppendInt(b, int64(len(v)), 10)
 		for _, x := range v {
 			b = append(b, '\t')
@@ -114,15 +151,23 @@ func appendRow(b []byte, r *indexRow) []byte {
 	b = append(b, '\t')
 	b = strconv.AppendQuote(b, r.Profile)
 	b = append(b, '\t')
-	b = strconv.AppendQuote(b, r.Phase)
+	b = strconv.AppendQuote(b, string(r.Phase))
 	for _, v := range []int64{r.Gen, r.Seq, r.Done, r.Total} {
 		b = append(b, '\t')
 		b = strconv.AppendInt(b, v, 10)
 	}
 	b = append(b, '\t')
-	b = ints(b, r.Reservation)
+	if c := r.Reservation; c != nil {
+		b = ints(b, c.Batch, c.BatchRequested, c.Threads, c.Memory)
+	} else {
+		b = ints(b)
+	}
 	b = append(b, '\t')
-	b = ints(b, r.LastBatch)
+	if lb := r.LastBatch; lb != nil {
+		b = ints(b, lb.Index, lb.PeakMemory, lb.Size, lb.Start, lb.End, lb.ItemsReported)
+	} else {
+		b = ints(b)
+	}
 	b = append(b, '\t')
 	if r.Start == nil {
 		b = append(b, '-')
@@ -191,22 +236,32 @@ func parseRow(line string) (indexRow, error) {
 		}
 		return int(n)
 	}
-	ints := func() []int64 {
-		n := count()
-		if n == 0 {
+	// ints reads a count, which must be 0 or want, then as many numbers.
+	ints := func(want int) []int64 {
+		switch n := count(); n {
+		case 0:
 			return nil
+		case want:
+			v := make([]int64, n)
+			for k := range v {
+				v[k] = num()
+			}
+			return v
 		}
-		v := make([]int64, n)
-		for k := range v {
-			v[k] = num()
-		}
-		return v
+		bad = true
+		return nil
 	}
 	r.File = str()
 	r.Version = FileVersion{Inode: uint64(num()), Size: num(), ModTime: num()}
-	r.Name, r.Profile, r.Phase = str(), str(), str()
+	r.Name, r.Profile = str(), str()
+	r.Phase = v1alpha1.Phase(str())
 	r.Gen, r.Seq, r.Done, r.Total = num(), num(), num(), num()
-	r.Reservation, r.LastBatch = ints(), ints()
+	if v := ints(4); v != nil {
+		r.Reservation = &RowContract{Batch: v[0], BatchRequested: v[1], Threads: v[2], Memory: v[3]}
+	}
+	if v := ints(6); v != nil {
+		r.LastBatch = &RowBatch{Index: v[0], PeakMemory: v[1], Size: v[2], Start: v[3], End: v[4], ItemsReported: v[5]}
+	}
 	if s := next(); s != "-" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		bad = bad || err != nil
@@ -261,28 +316,29 @@ var listedConditions = []string{v1alpha1.ConditionValid, v1alpha1.ConditionDepen
 // get's REASON column, in the order get looks for them.
 func ListedConditions() []string { return append([]string(nil), listedConditions...) }
 
-// rowOf is the index row of the manifest file holding t.
-func rowOf(file string, t *v1alpha1.Task) indexRow {
+// RowOf is the ListRow of t.
+func RowOf(t *v1alpha1.Task) ListRow {
 	st := &t.Status
-	r := indexRow{File: file, Name: t.Metadata.Name, Labels: t.Metadata.Labels, Profile: ProfileOf(&t.Spec),
-		Phase: string(st.Phase), Gen: st.ObservedGeneration, Seq: st.QueueSeq, Done: st.Progress.ItemsDone, Total: st.Progress.ItemsTotal}
+	r := ListRow{Name: t.Metadata.Name, Labels: t.Metadata.Labels, Profile: ProfileOf(&t.Spec),
+		Phase: st.Phase, Gen: st.ObservedGeneration, Seq: st.QueueSeq, Done: st.Progress.ItemsDone, Total: st.Progress.ItemsTotal}
 	if c := st.Reservation; c != nil {
-		r.Reservation = []int64{c.Batch, c.BatchRequested, int64(c.Threads), c.Memory.Value()}
+		r.Reservation = &RowContract{Batch: c.Batch, BatchRequested: c.BatchRequested, Threads: int64(c.Threads), Memory: c.Memory.Value()}
 	}
 	if b := st.LastBatch; b != nil {
-		r.LastBatch = []int64{b.Index, -1, b.Size, -1, -1, -1}
+		lb := &RowBatch{Index: b.Index, PeakMemory: -1, Size: b.Size, Start: -1, End: -1, ItemsReported: -1}
 		if b.PeakMemory != nil {
-			r.LastBatch[1] = b.PeakMemory.Value()
+			lb.PeakMemory = b.PeakMemory.Value()
 		}
 		if b.StartTime != nil {
-			r.LastBatch[3] = b.StartTime.Unix()
+			lb.Start = b.StartTime.Unix()
 		}
 		if b.EndTime != nil {
-			r.LastBatch[4] = b.EndTime.Unix()
+			lb.End = b.EndTime.Unix()
 		}
 		if b.ItemsReported != nil {
-			r.LastBatch[5] = *b.ItemsReported
+			lb.ItemsReported = *b.ItemsReported
 		}
+		r.LastBatch = lb
 	}
 	if st.StartTime != nil {
 		s := st.StartTime.Unix()
@@ -294,58 +350,6 @@ func rowOf(file string, t *v1alpha1.Task) indexRow {
 		}
 	}
 	return r
-}
-
-// task is the ListView the row stands for.
-func (r *indexRow) task() *v1alpha1.Task {
-	t := &v1alpha1.Task{APIVersion: "lardon3d.io/v1alpha1", Kind: "Task"}
-	t.Metadata.Name, t.Metadata.Labels = r.Name, r.Labels
-	t.Spec.Resources.Profile = r.Profile
-	st := &t.Status
-	st.Phase, st.ObservedGeneration, st.QueueSeq = v1alpha1.Phase(r.Phase), r.Gen, r.Seq
-	st.Progress.ItemsDone, st.Progress.ItemsTotal = r.Done, r.Total
-	if v := r.Reservation; len(v) == 4 {
-		st.Reservation = &v1alpha1.Contract{Batch: v[0], BatchRequested: v[1], Threads: int32(v[2]), Memory: *resource.NewQuantity(v[3], resource.BinarySI)}
-	}
-	if v := r.LastBatch; len(v) == 6 {
-		b := &v1alpha1.BatchRecord{Index: v[0], Size: v[2]}
-		if v[1] >= 0 {
-			b.PeakMemory = resource.NewQuantity(v[1], resource.BinarySI)
-		}
-		if v[3] >= 0 {
-			s := metav1.Unix(v[3], 0)
-			b.StartTime = &s
-		}
-		if v[4] >= 0 {
-			e := metav1.Unix(v[4], 0)
-			b.EndTime = &e
-		}
-		if v[5] >= 0 {
-			n := v[5]
-			b.ItemsReported = &n
-		}
-		st.LastBatch = b
-	}
-	if r.Start != nil {
-		s := metav1.Unix(*r.Start, 0)
-		st.StartTime = &s
-	}
-	for i := 0; i+1 < len(r.Conditions); i += 2 {
-		st.Conditions = append(st.Conditions, metav1.Condition{Type: r.Conditions[i], Status: metav1.ConditionFalse, Reason: r.Conditions[i+1]})
-	}
-	return t
-}
-
-// ListView is what get keeps of t when it lists from the index: the part
-// its table (plain and wide), its sort orders, its label selector and -o
-// name read: the name and labels, the profile (ProfileOf), the phase,
-// generation, queue position, progress, reservation, last batch and start
-// time, and the first condition of each type the REASON column looks at,
-// when False, with its reason. get renders a ListView exactly as it
-// renders t (TestListViewRendersAsTheTask holds it to that).
-func ListView(t *v1alpha1.Task) *v1alpha1.Task {
-	r := rowOf("", t)
-	return r.task()
 }
 
 // listIndex is the list index as the owner goroutine keeps it: one encoded
@@ -405,8 +409,7 @@ func (x *listIndex) set(path string, t *v1alpha1.Task, v FileVersion) {
 		x.rows = make(map[string][]byte)
 	}
 	base := filepath.Base(path)
-	r := rowOf(base, t)
-	r.Version = v
+	r := indexRow{File: base, Version: v, ListRow: RowOf(t)}
 	x.rows[base] = appendRow(nil, &r)
 	x.changed = true
 	if x.pending == nil {
@@ -526,30 +529,30 @@ type IndexedTask struct {
 	// Version is the version of the file the row describes: a reader
 	// takes the row only while VersionOf the file says the same.
 	Version FileVersion
-	// Task is ListView of the task that version holds.
-	Task *v1alpha1.Task
+	// Row is the ListRow of the task that version holds.
+	Row ListRow
 }
 
 // ReadIndex returns the list index of the controller running on spoolDir
 // with state directory stateDir: for each manifest's base name, the
 // version of the file the controller knows last (read or written, as of at
 // most indexAppendEvery and a pass of the controller ago: the file's last
-// row) and ListView of its task. A row whose version is not the file's
+// row) and the ListRow of its task. A row whose version is not the file's
 // any more, and a file it leaves out (one the controller has not read
 // yet, or could not take as a valid task), the caller reads. It fails when
 // no controller runs (the index names a process gone), when the index is
 // another spool's or unreadable.
-func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
-	data, err := os.ReadFile(filepath.Join(stateDir, IndexFile))
+func ReadIndex(stateDir, spoolDir string) (map[string]*IndexedTask, error) {
+	text, err := readText(filepath.Join(stateDir, IndexFile))
 	if err != nil {
 		return nil, err
 	}
-	nl := bytes.IndexByte(data, '\n')
+	nl := strings.IndexByte(text, '\n')
 	if nl < 0 {
 		return nil, errors.New("list index: no header")
 	}
 	var h indexHeader
-	if err := json.Unmarshal(data[:nl], &h); err != nil {
+	if err := json.Unmarshal([]byte(text[:nl]), &h); err != nil {
 		return nil, fmt.Errorf("list index header: %w", err)
 	}
 	if h.Version != indexVersion {
@@ -565,7 +568,7 @@ func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 	if start, err := runner.StartTicks(procfs.DefaultMountPoint, h.PID); err != nil || start != h.Start {
 		return nil, fmt.Errorf("list index: controller %d no longer runs", h.PID)
 	}
-	body := string(data[nl+1:])
+	body := text[nl+1:] // the rows' strings are parts of it, not copies
 	// An append under way may have left a line unterminated: the rows
 	// before it are whole.
 	body = body[:strings.LastIndexByte(body, '\n')+1]
@@ -587,7 +590,7 @@ func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 					errs[w] = err
 					return
 				}
-				files[i], rows[i] = r.File, IndexedTask{Version: r.Version, Task: r.task()}
+				files[i], rows[i] = r.File, IndexedTask{Version: r.Version, Row: r.ListRow}
 			}
 		})
 	}
@@ -595,9 +598,27 @@ func ReadIndex(stateDir, spoolDir string) (map[string]IndexedTask, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	out := make(map[string]IndexedTask, len(lines))
+	out := make(map[string]*IndexedTask, len(lines))
 	for i, f := range files {
-		out[f] = rows[i]
+		out[f] = &rows[i]
 	}
 	return out, nil
+}
+
+// readText reads the file at path as one string, read into its final
+// buffer (os.ReadFile and a conversion would copy a megabyte twice).
+func readText(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var b strings.Builder
+	if st, err := f.Stat(); err == nil {
+		b.Grow(int(st.Size()) + 4096) // room for what is appended while read
+	}
+	if _, err := io.Copy(&b, f); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }

@@ -100,7 +100,7 @@ func TestReadIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := idx["t-00002.yaml"]
-	if len(idx) != 3 || row.Task == nil || row.Task.Metadata.Name != "t-00002" || row.Task.Status.Phase != v1alpha1.PhaseDone || row.Version != (FileVersion{Inode: 3, Size: 1000, ModTime: 2e9}) {
+	if len(idx) != 3 || row == nil || row.Row.Name != "t-00002" || row.Row.Phase != v1alpha1.PhaseDone || row.Version != (FileVersion{Inode: 3, Size: 1000, ModTime: 2e9}) {
 		t.Fatalf("index read back: %v", idx)
 	}
 	if _, err := ReadIndex(dir, filepath.Join(dir, "other")); err == nil {
@@ -153,22 +153,18 @@ func TestIndexRowRoundTrip(t *testing.T) {
 			}
 			return string(b)
 		}
-		ints := func() []int64 {
-			v := make([]int64, r.IntN(4))
-			for i := range v {
-				v[i] = r.Int64() - r.Int64()
-			}
-			if len(v) == 0 {
-				return nil
-			}
-			return v
-		}
+		num := func() int64 { return r.Int64() - r.Int64() }
 		for n := 0; n < 2000; n++ {
-			row := indexRow{File: "f" + str(), Version: FileVersion{Inode: r.Uint64() >> 1, Size: r.Int64(), ModTime: r.Int64() - r.Int64()}, Name: str(), Profile: str(), Phase: str(),
-				Gen: r.Int64(), Seq: -r.Int64N(5), Done: r.Int64N(9), Total: r.Int64N(9),
-				Reservation: ints(), LastBatch: ints()}
+			row := indexRow{File: "f" + str(), Version: FileVersion{Inode: r.Uint64() >> 1, Size: r.Int64(), ModTime: num()}, ListRow: ListRow{Name: str(), Profile: str(), Phase: v1alpha1.Phase(str()),
+				Gen: r.Int64(), Seq: -r.Int64N(5), Done: r.Int64N(9), Total: r.Int64N(9)}}
 			if r.IntN(2) == 0 {
-				s := r.Int64() - r.Int64()
+				row.Reservation = &RowContract{Batch: num(), BatchRequested: num(), Threads: num(), Memory: num()}
+			}
+			if r.IntN(2) == 0 {
+				row.LastBatch = &RowBatch{Index: num(), PeakMemory: num(), Size: num(), Start: num(), End: num(), ItemsReported: num()}
+			}
+			if r.IntN(2) == 0 {
+				s := num()
 				row.Start = &s
 			}
 			for k := r.IntN(3) * 2; k > 0; k-- {
@@ -190,7 +186,10 @@ func TestIndexRowRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "x", `"f"`, `"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	9	0	-	0	0`, `"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0	extra`, `"f"	1	2	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0`} {
+	for _, bad := range []string{"", "x", `"f"`, `"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	9	0	-	0	0`, `"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0	extra`, `"f"	1	2	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0`,
+		`"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	3	1	2	3	0	-	0	0`,   // a contract of three numbers
+		`"f"	1	2	3	"n"	"p"	"ph"	1	2	3	4	0	4	1	2	3	4	-	0	0`, // a last batch of four
+	} {
 		if _, err := parseRow(bad); err == nil {
 			t.Errorf("parseRow(%q) accepted", bad)
 		}
@@ -235,7 +234,7 @@ func TestIndexAppendsBetweenRewrites(t *testing.T) {
 		}
 		return st.Sys().(*syscall.Stat_t).Ino
 	}
-	read := func() map[string]IndexedTask {
+	read := func() map[string]*IndexedTask {
 		idx, err := ReadIndex(dir, spool)
 		if err != nil {
 			t.Fatal(err)
@@ -328,8 +327,8 @@ func TestIndexReadWhileAppended(t *testing.T) {
 				return
 			}
 			for name, row := range idx {
-				if v := row.Version.Size; row.Task.Status.Progress.ItemsDone != v || v < 0 || v >= rounds || name != row.Task.Metadata.Name+".yaml" {
-					readErr = fmt.Errorf("row of %s: version %v, task %s done %d", name, row.Version, row.Task.Metadata.Name, row.Task.Status.Progress.ItemsDone)
+				if v := row.Version.Size; row.Row.Done != v || v < 0 || v >= rounds || name != row.Row.Name+".yaml" {
+					readErr = fmt.Errorf("row of %s: version %v, task %s done %d", name, row.Version, row.Row.Name, row.Row.Done)
 					return
 				}
 			}
