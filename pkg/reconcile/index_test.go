@@ -2,7 +2,9 @@ package reconcile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -354,5 +356,54 @@ func TestIndexReadWhileAppended(t *testing.T) {
 	}
 	if reads < 10 {
 		t.Errorf("only %d reads during the appends", reads)
+	}
+}
+
+// TestVersionAt: the version of a file follows a link, changes with an
+// append in place and with a replacement, and a missing name is
+// fs.ErrNotExist.
+func TestVersionAt(t *testing.T) {
+	dir := t.TempDir()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	at := func(name string) (FileVersion, error) { return VersionAt(int(d.Fd()), name) }
+	path := filepath.Join(dir, "t.yaml")
+	if err := os.WriteFile(path, []byte("a: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first, err := at("t.yaml")
+	var st syscall.Stat_t
+	if err != nil || syscall.Stat(path, &st) != nil || first.Inode != st.Ino || first.Size != 5 {
+		t.Fatalf("version %+v (%v), inode %d", first, err, st.Ino)
+	}
+	if err := os.Symlink("t.yaml", filepath.Join(dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := at("link.yaml"); err != nil || v != first {
+		t.Errorf("through a link: %+v (%v), want %+v", v, err, first)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("b: 2\n")
+	_ = f.Close()
+	if v, err := at("t.yaml"); err != nil || v.Inode != first.Inode || v.Size != 10 {
+		t.Errorf("after an append: %+v (%v)", v, err)
+	}
+	if err := os.Rename(path, path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("a: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := at("t.yaml"); err != nil || v.Inode == first.Inode {
+		t.Errorf("a replacement has the first inode: %+v (%v)", v, err)
+	}
+	if _, err := at("gone.yaml"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing name: %v", err)
 	}
 }
