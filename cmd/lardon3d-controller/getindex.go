@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
@@ -40,9 +41,10 @@ func lessGC() {
 const unparsedNew = 256
 
 // readSpoolListed is readSpool for a listing: a manifest the running
-// controller's list index (STATE/index.jsonl, reconcile.ReadIndex)
-// describes, in the version the file still is (reconcile.VersionAt), is
-// taken from it; every other one (new, edited or written since, invalid,
+// controller's list index (STATE/index.jsonl, reconcile.ReadListIndex, and
+// the rows appended to it while the files were statted) describes, in the
+// version the file still is (reconcile.VersionAt), is taken from it; every
+// other one (new, edited or written since, invalid,
 // not yet read by the controller) is read and parsed as readSpool would,
 // but when byName allows it and more than unparsedNew of them hold no
 // status: those are listed by file name. The files come in no particular
@@ -50,7 +52,7 @@ const unparsedNew = 256
 // The rows render as those of the files do (getindex_test.go holds it to
 // that).
 func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
-	idx, err := reconcile.ReadIndex(filepath.Join(dir, ".lardon3d"), dir)
+	x, err := reconcile.ReadListIndex(filepath.Join(dir, ".lardon3d"), dir)
 	if err != nil {
 		return readSpool(dir)
 	}
@@ -72,12 +74,9 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	defer rd.Close()
-	out := readManifests(manifestPaths(dir, names), func(path string) manifestFile {
-		if row, ok := idx[filepath.Base(path)]; ok {
-			if v, err := reconcile.VersionAt(dirfd, filepath.Base(path)); err == nil && v == row.Version {
-				return manifestFile{path: path, row: &row.Row}
-			}
-		}
+	// read reads a manifest no row describes: parsed, or, when byName
+	// allows and it holds no status, left for the count of new ones below.
+	read := func(path string) manifestFile {
 		if !byName {
 			return readFrom(rd, path)
 		}
@@ -89,7 +88,48 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 			return manifestFile{path: path, raw: data} // new: parsed below, or not
 		}
 		return parseManifest(path, data)
+	}
+	paths := manifestPaths(dir, names)
+	out := make([]manifestFile, len(paths))
+	// A manifest whose row is of an older version than the file (its
+	// status written while the index was read, or since) waits for the
+	// rows appended in the meantime: in a flood, the controller writes a
+	// group of statuses while ten thousand files are statted, and those
+	// rows spare parsing them.
+	type newer struct {
+		i int
+		v reconcile.FileVersion
+	}
+	var mu sync.Mutex
+	var written []newer
+	onEveryCPU(len(paths), func(i int) {
+		path, base := paths[i], filepath.Base(paths[i])
+		if row, ok := x.Rows[base]; ok {
+			v, err := reconcile.VersionAt(dirfd, base)
+			switch {
+			case err == nil && v == row.Version:
+				out[i] = manifestFile{path: path, row: &row.Row}
+				return
+			case err == nil:
+				mu.Lock()
+				written = append(written, newer{i, v})
+				mu.Unlock()
+				return
+			}
+		}
+		out[i] = read(path)
 	})
+	if len(written) > 0 {
+		appended, _ := x.Appended() // none (rewritten, unreadable): all read
+		onEveryCPU(len(written), func(k int) {
+			i, path := written[k].i, paths[written[k].i]
+			if row, ok := appended[filepath.Base(path)]; ok && row.Version == written[k].v {
+				out[i] = manifestFile{path: path, row: &row.Row}
+				return
+			}
+			out[i] = read(path)
+		})
+	}
 	var fresh []int
 	for i := range out {
 		if out[i].row == nil && out[i].err == nil {

@@ -533,17 +533,37 @@ type IndexedTask struct {
 	Row ListRow
 }
 
-// ReadIndex returns the list index of the controller running on spoolDir
-// with state directory stateDir: for each manifest's base name, the
-// version of the file the controller knows last (read or written, as of at
-// most indexAppendEvery and a pass of the controller ago: the file's last
-// row) and the ListRow of its task. A row whose version is not the file's
-// any more, and a file it leaves out (one the controller has not read
-// yet, or could not take as a valid task), the caller reads. It fails when
-// no controller runs (the index names a process gone), when the index is
-// another spool's or unreadable.
+// ReadIndex returns the rows of ReadListIndex.
 func ReadIndex(stateDir, spoolDir string) (map[string]*IndexedTask, error) {
-	text, err := readText(filepath.Join(stateDir, IndexFile))
+	x, err := ReadListIndex(stateDir, spoolDir)
+	if err != nil {
+		return nil, err
+	}
+	return x.Rows, nil
+}
+
+// ListIndex is the list index as a reader read it: its rows, and where it
+// ended, so that the rows appended since can be read too (Appended).
+type ListIndex struct {
+	// Rows are, for each manifest's base name, the version of the file
+	// the controller knows last (read or written, as of at most
+	// indexAppendEvery and a pass of the controller ago: the file's last
+	// row) and the ListRow of its task.
+	Rows map[string]*IndexedTask
+	path string
+	ino  uint64 // the file read (a rewrite renames another in its place)
+	end  int64  // its bytes read, to the end of its last whole row
+}
+
+// ReadListIndex reads the list index of the controller running on
+// spoolDir with state directory stateDir. A row whose version is not the
+// file's any more, and a file it leaves out (one the controller has not
+// read yet, or could not take as a valid task), the caller reads. It fails
+// when no controller runs (the index names a process gone), when the index
+// is another spool's or unreadable.
+func ReadListIndex(stateDir, spoolDir string) (*ListIndex, error) {
+	path := filepath.Join(stateDir, IndexFile)
+	text, ino, err := readText(path)
 	if err != nil {
 		return nil, err
 	}
@@ -568,9 +588,50 @@ func ReadIndex(stateDir, spoolDir string) (map[string]*IndexedTask, error) {
 	if start, err := runner.StartTicks(procfs.DefaultMountPoint, h.PID); err != nil || start != h.Start {
 		return nil, fmt.Errorf("list index: controller %d no longer runs", h.PID)
 	}
-	body := text[nl+1:] // the rows' strings are parts of it, not copies
-	// An append under way may have left a line unterminated: the rows
-	// before it are whole.
+	rows, n, err := parseRows(text[nl+1:])
+	if err != nil {
+		return nil, err
+	}
+	return &ListIndex{Rows: rows, path: path, ino: ino, end: int64(nl + 1 + n)}, nil
+}
+
+// Appended returns the rows appended to the index since it was read, or
+// since the last call (each file's last row): none when it has been
+// rewritten since (or removed), as its rows are then a new file's. A
+// listing asks for them after statting every manifest: the statuses the
+// controller wrote meanwhile are there, and each such manifest is then not
+// parsed by the reader.
+func (x *ListIndex) Appended() (map[string]*IndexedTask, error) {
+	f, err := os.Open(x.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	if st.Ino != x.ino || st.Size <= x.end {
+		return nil, nil
+	}
+	buf := make([]byte, st.Size-x.end)
+	n, err := f.ReadAt(buf, x.end)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	rows, whole, err := parseRows(string(buf[:n]))
+	if err != nil {
+		return nil, err
+	}
+	x.end += int64(whole)
+	return rows, nil
+}
+
+// parseRows parses the rows of body, each file's last row, and returns
+// how many bytes of it they took: an append under way may have left the
+// last line unterminated, and the rows before it are whole. Their strings
+// are parts of body, not copies.
+func parseRows(body string) (map[string]*IndexedTask, int, error) {
 	body = body[:strings.LastIndexByte(body, '\n')+1]
 	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
 	if len(lines) == 1 && lines[0] == "" {
@@ -596,29 +657,32 @@ func ReadIndex(stateDir, spoolDir string) (map[string]*IndexedTask, error) {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make(map[string]*IndexedTask, len(lines))
 	for i, f := range files {
 		out[f] = &rows[i]
 	}
-	return out, nil
+	return out, len(body), nil
 }
 
 // readText reads the file at path as one string, read into its final
-// buffer (os.ReadFile and a conversion would copy a megabyte twice).
-func readText(path string) (string, error) {
+// buffer (os.ReadFile and a conversion would copy a megabyte twice), and
+// returns its inode.
+func readText(path string) (string, uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", 0, err
+	}
 	var b strings.Builder
-	if st, err := f.Stat(); err == nil {
-		b.Grow(int(st.Size()) + 4096) // room for what is appended while read
-	}
+	b.Grow(int(st.Size) + 4096) // room for what is appended while read
 	if _, err := io.Copy(&b, f); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return b.String(), nil
+	return b.String(), st.Ino, nil
 }

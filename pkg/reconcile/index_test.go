@@ -407,3 +407,76 @@ func TestVersionAt(t *testing.T) {
 		t.Errorf("a missing name: %v", err)
 	}
 }
+
+// TestListIndexAppended: a reader that read the list index gets, from
+// Appended, the rows appended since (each file's last), then only those
+// appended after that; a torn last line waits for its end; once the index
+// is rewritten, none.
+func TestListIndexAppended(t *testing.T) {
+	c, dir, spool, set := publisher(t)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		set(i, 100)
+	}
+	c.publishIndex(now)
+	x, err := ReadListIndex(dir, spool)
+	if err != nil || len(x.Rows) != 10 {
+		t.Fatalf("read: %d rows, %v", len(x.Rows), err)
+	}
+	if rows, err := x.Appended(); err != nil || len(rows) != 0 {
+		t.Fatalf("nothing appended yet: %v, %v", rows, err)
+	}
+	version := func(rows map[string]*IndexedTask, i int) int64 {
+		if r := rows[fmt.Sprintf("t-%05d.yaml", i)]; r != nil {
+			return r.Version.Size
+		}
+		return -1
+	}
+	set(3, 200)
+	set(7, 200)
+	now = now.Add(indexAppendEvery)
+	c.publishIndex(now)
+	set(3, 300)
+	now = now.Add(indexAppendEvery)
+	c.publishIndex(now)
+	rows, err := x.Appended()
+	if err != nil || len(rows) != 2 || version(rows, 3) != 300 || version(rows, 7) != 200 {
+		t.Fatalf("after two appends: %v, %v", rows, err)
+	}
+	if rows, err := x.Appended(); err != nil || len(rows) != 0 {
+		t.Fatalf("asked again: %v, %v", rows, err)
+	}
+	// Half a row (an append under way), then the rest.
+	path := filepath.Join(dir, IndexFile)
+	set(5, 500)
+	row := c.index.rows["t-00005.yaml"]
+	appendRaw := func(b []byte) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.Write(b)
+		_ = f.Close()
+	}
+	appendRaw(row[:len(row)/2])
+	if rows, err := x.Appended(); err != nil || len(rows) != 0 {
+		t.Fatalf("a torn row: %v, %v", rows, err)
+	}
+	appendRaw(row[len(row)/2:])
+	if rows, err := x.Appended(); err != nil || len(rows) != 1 || version(rows, 5) != 500 {
+		t.Fatalf("the row completed: %v, %v", rows, err)
+	}
+	// Rewritten whole, larger than what was read: its rows are a new
+	// file's, read by a new reader.
+	set(9, 900)
+	for i := 10; i < 40; i++ {
+		set(i, 100)
+	}
+	c.publishIndex(now.Add(IndexEvery))
+	if rows, err := x.Appended(); err != nil || len(rows) != 0 {
+		t.Fatalf("after a rewrite: %v, %v", rows, err)
+	}
+	if y, err := ReadListIndex(dir, spool); err != nil || version(y.Rows, 9) != 900 || version(y.Rows, 3) != 300 {
+		t.Fatalf("the rewritten index: %v", err)
+	}
+}
