@@ -56,8 +56,10 @@
 // time) and the spool: rewritten whole by a rename at most every
 // IndexEvery (1 s), the rows changed in between appended to it at most
 // every 5 ms (a reader takes a file's last row); it removes the file at
-// shutdown. get (ReadIndex) takes a row only while that process runs, and
-// reads every other manifest.
+// shutdown. get (ReadListIndex) takes a row only while that process runs,
+// then, for a manifest whose row is older than the file, the rows
+// appended since it read the index (ListIndex.Appended), and reads every
+// other manifest.
 //
 // Phases. setPhase is the only place a status phase changes; it refuses,
 // logs as a bug and counts (lardon3d_phase_transitions_refused_total) any
