@@ -34,7 +34,7 @@ type manifestFile struct {
 	// listing did not parse it (readSpoolListed, when many are new). row
 	// then holds only the name NameFromFile gives.
 	notRead bool
-	// raw is the file's content, read and not parsed yet (task and err
+	// raw is the file's content, read and not parsed yet (row and err
 	// both nil): readSpoolListed's first pass.
 	raw []byte
 }

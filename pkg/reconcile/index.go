@@ -236,31 +236,33 @@ func parseRow(line string) (indexRow, error) {
 		}
 		return int(n)
 	}
-	// ints reads a count, which must be 0 or want, then as many numbers.
-	ints := func(want int) []int64 {
+	// ints reads a count, 0 (the part is absent) or len(dst), then as
+	// many numbers into dst: the reverse of appendRow's ints.
+	ints := func(dst ...*int64) bool {
 		switch n := count(); n {
 		case 0:
-			return nil
-		case want:
-			v := make([]int64, n)
-			for k := range v {
-				v[k] = num()
+			return false
+		case len(dst):
+			for _, p := range dst {
+				*p = num()
 			}
-			return v
+			return true
 		}
 		bad = true
-		return nil
+		return false
 	}
 	r.File = str()
 	r.Version = FileVersion{Inode: uint64(num()), Size: num(), ModTime: num()}
 	r.Name, r.Profile = str(), str()
 	r.Phase = v1alpha1.Phase(str())
 	r.Gen, r.Seq, r.Done, r.Total = num(), num(), num(), num()
-	if v := ints(4); v != nil {
-		r.Reservation = &RowContract{Batch: v[0], BatchRequested: v[1], Threads: v[2], Memory: v[3]}
+	var c RowContract
+	if ints(&c.Batch, &c.BatchRequested, &c.Threads, &c.Memory) {
+		r.Reservation = &c
 	}
-	if v := ints(6); v != nil {
-		r.LastBatch = &RowBatch{Index: v[0], PeakMemory: v[1], Size: v[2], Start: v[3], End: v[4], ItemsReported: v[5]}
+	var lb RowBatch
+	if ints(&lb.Index, &lb.PeakMemory, &lb.Size, &lb.Start, &lb.End, &lb.ItemsReported) {
+		r.LastBatch = &lb
 	}
 	if s := next(); s != "-" {
 		n, err := strconv.ParseInt(s, 10, 64)
