@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
@@ -417,13 +418,18 @@ func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
 // SetSpecPaused does for spec.paused. token must be a plain YAML string
 // (letters, digits, '-', '.', '_'), not one YAML reads as another type.
 func SetSpecRetryToken(src []byte, token string) ([]byte, error) {
-	if !retryTokenRE.MatchString(token) {
+	if !retryTokenRE().MatchString(token) {
 		return nil, fmt.Errorf("retry token %q: want letters first, then letters, digits, '-', '.', '_'", token)
 	}
 	return setSpecScalar(src, retryTokenKey, []byte(token), token)
 }
 
-var retryTokenRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,62}$`)
+// retryTokenRE is compiled on first use: its bounded repetition makes it
+// some nine hundred allocations, which every start of the binary (each
+// get, each verb) paid at package initialisation.
+var retryTokenRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,62}$`)
+})
 
 const retryTokenKey = "retryToken"
 
