@@ -168,3 +168,26 @@ func TestPackingDEVerdicts(t *testing.T) {
 		}
 	}
 }
+
+func TestFloodVerdicts(t *testing.T) {
+	rows := Build([]Record{{Case: CaseFlood, Subject: SubjectController, F: map[string]float64{
+		"n": 10000, "wall_s": 80, "rss_peak_mb": 126, "get_n": 100, "get_p50_ms": 150, "get_max_ms": 210,
+		"floor_n": 100, "floor_p50_ms": 70, "floor_max_ms": 160,
+	}}})
+	mem := find(t, rows, SubjectController+", 10000 tasks dropped at once, resident memory")
+	if mem.Verdict != Met {
+		t.Errorf("126 MB: %q", mem.Verdict)
+	}
+	get := find(t, rows, SubjectController+", `get` during the run")
+	if get.Verdict != "missed: slowest get 210 ms" {
+		t.Errorf("get max 210 ms: %q", get.Verdict)
+	}
+	if want := "p50 150 ms, max 210 ms (n=100); the binary doing nothing (`--version`) beside it: p50 70 ms, max 160 ms"; get.Figure != want {
+		t.Errorf("get figure %q, want %q", get.Figure, want)
+	}
+	// A record of a bench before the floor was sampled shows get alone.
+	old := Build([]Record{{Case: CaseFlood, Subject: SubjectController, F: map[string]float64{"n": 10, "get_n": 3, "get_p50_ms": 90, "get_max_ms": 120}}})
+	if g := find(t, old, SubjectController+", `get` during the run"); g.Figure != "p50 90 ms, max 120 ms (n=3)" || g.Verdict != Met {
+		t.Errorf("without a floor: %+v", g)
+	}
+}

@@ -197,7 +197,8 @@ func idleRows(recs []Record) []Row {
 }
 
 // floodRows: many trivial tasks dropped into a running controller's spool
-// at once; its resident memory and get's latency sampled throughout.
+// at once; its resident memory and get's latency sampled throughout, with
+// the latency of the same binary doing nothing, when sampled, beside it.
 func floodRows(recs []Record) []Row {
 	var rows []Row
 	for _, r := range recs {
@@ -215,11 +216,14 @@ func floodRows(recs []Record) []Row {
 		if g := r.F["get_max_ms"]; g >= 200 || r.F["get_n"] == 0 {
 			p2 = append(p2, fmt.Sprintf("slowest get %.0f ms", g))
 		}
+		get := fmt.Sprintf("p50 %.0f ms, max %.0f ms (n=%.0f)", r.F["get_p50_ms"], r.F["get_max_ms"], r.F["get_n"])
+		if r.F["floor_n"] > 0 {
+			get += fmt.Sprintf("; the binary doing nothing (`--version`) beside it: p50 %.0f ms, max %.0f ms", r.F["floor_p50_ms"], r.F["floor_max_ms"])
+		}
 		rows = append(rows,
 			Row{CaseFlood, fmt.Sprintf("%s, %.0f tasks dropped at once, resident memory", r.Subject, r.F["n"]),
 				fmt.Sprintf("peak %.1f MB; all Done in %.1f s", r.F["rss_peak_mb"], r.F["wall_s"]), "< 150 MB", verdict(p1)},
-			Row{CaseFlood, r.Subject + ", `get` during the run",
-				fmt.Sprintf("p50 %.0f ms, max %.0f ms (n=%.0f)", r.F["get_p50_ms"], r.F["get_max_ms"], r.F["get_n"]), "< 200 ms throughout", verdict(p2)})
+			Row{CaseFlood, r.Subject + ", `get` during the run", get, "< 200 ms throughout", verdict(p2)})
 	}
 	return rows
 }
