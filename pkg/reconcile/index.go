@@ -304,7 +304,7 @@ func VersionOf(path string) (FileVersion, error) { return VersionAt(unix.AT_FDCW
 // dirfd: a listing stats ten thousand files of one directory.
 func VersionAt(dirfd int, name string) (FileVersion, error) {
 	var st unix.Stat_t
-	if err := fstatat(dirfd, name, &st); err != nil {
+	if err := spool.Fstatat(dirfd, name, &st, 0); err != nil {
 		return FileVersion{}, err
 	}
 	return FileVersion{Inode: st.Ino, Size: st.Size, ModTime: st.Mtim.Nano()}, nil

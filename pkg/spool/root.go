@@ -143,7 +143,7 @@ func (r *root) statPlain(name string) (st unix.Stat_t, ok bool) {
 	if strings.Contains(name, "/") {
 		return st, false
 	}
-	if err := unix.Fstatat(r.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := Fstatat(r.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return st, false
 	}
 	return st, st.Mode&unix.S_IFMT == unix.S_IFREG && r.allowed(st.Uid)
