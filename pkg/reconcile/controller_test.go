@@ -45,7 +45,9 @@ type harness struct {
 	snapshot SnapshotFunc
 	leases   *scratch.Leases
 	govOpts  []governor.Option
-	stop     context.CancelFunc
+	// metrics, when set, receives what the controller reports.
+	metrics Metrics
+	stop    context.CancelFunc
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -92,7 +94,7 @@ func (h *harness) start() {
 	if h.logs != nil {
 		logw = io.MultiWriter(logw, h.logs)
 	}
-	h.ctrl = New(cfg, Deps{Spool: s, Governor: h.gov, Snapshot: snap, Scratch: h.leases, Logger: zerolog.New(logw)})
+	h.ctrl = New(cfg, Deps{Spool: s, Governor: h.gov, Snapshot: snap, Scratch: h.leases, Logger: zerolog.New(logw), Metrics: h.metrics})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	done, errc, ctrl := make(chan Outcome, 1), make(chan error, 1), h.ctrl
