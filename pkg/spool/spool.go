@@ -45,7 +45,11 @@ type Options struct {
 	// AllowShared accepts a spool directory writable by group or others
 	// (the --allow-shared-spool flag).
 	AllowShared bool
-	// Relist is the period of the full directory listing (default 10 s).
+	// Relist is the least period of the full directory listing (default
+	// 10 s); a spool whose listing takes longer than Relist/relistShare
+	// (20 ms at 10 s) is listed every relistShare times that long, so that
+	// listing takes at most a five-hundredth of a core (ten thousand
+	// manifests: 40–60 ms a listing on a slow machine, every 20–30 s).
 	Relist time.Duration
 	// Settle is how long an unparseable file must stay unchanged before it
 	// is declared Invalid (default 300 ms).

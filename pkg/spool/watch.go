@@ -120,8 +120,8 @@ func (s *Spool) Run(ctx context.Context) error {
 	if !w.relist(ctx) || !w.emit(ctx, Event{Type: Synced}) {
 		return nil
 	}
-	ticker := s.opts.Clock.NewTicker(s.opts.Relist)
-	defer ticker.Stop()
+	relistT := s.opts.Clock.NewTimer(s.opts.Relist)
+	defer relistT.Stop()
 	defer func() {
 		if w.timer != nil {
 			w.timer.Stop()
@@ -159,8 +159,10 @@ func (s *Spool) Run(ctx context.Context) error {
 			}
 			s.log.Warn().Err(err).Msg("file watcher overflow, relisting the spool")
 			ok = w.relist(ctx)
-		case <-ticker.C():
+		case <-relistT.C():
+			start := s.opts.Clock.Now()
 			ok = w.relist(ctx)
+			relistT.Reset(relistPeriod(s.opts.Relist, s.opts.Clock.Since(start)))
 		case <-settle:
 			w.armed = time.Time{}
 			ok = w.settle(ctx)
@@ -170,6 +172,16 @@ func (s *Spool) Run(ctx context.Context) error {
 		}
 		w.arm()
 	}
+}
+
+// relistShare is how many times the last periodic listing's duration the
+// next one waits at least: listing takes at most 1/relistShare of a core.
+const relistShare = 500
+
+// relistPeriod is the wait before the next periodic listing: least, or
+// relistShare times what the last one took when that is longer.
+func relistPeriod(least, took time.Duration) time.Duration {
+	return max(least, relistShare*took)
 }
 
 // removeLeftovers removes the temporary files of write-backs a killed

@@ -113,7 +113,7 @@ func (h *harness) barrier(name string) {
 }
 
 // waitSettleTimer waits until the watcher armed its settle timer (the
-// relist ticker is the other waiter).
+// relist timer is the other waiter).
 func (h *harness) waitSettleTimer() {
 	h.t.Helper()
 	deadline := time.Now().Add(waitFor)
@@ -507,5 +507,56 @@ func TestRelistOpensNoUnchangedFile(t *testing.T) {
 	}
 	if opened := openedNames(t, fd); len(opened) != 1 || opened[0] != "m07.yaml" {
 		t.Errorf("after an edit the relist opened %v, want m07.yaml alone", opened)
+	}
+}
+
+// TestPeriodicRelistFindsWhatNoEventNames: an edit no inotify event names
+// (through a link to a dotfile, which the watcher ignores) is found by the
+// periodic relist, and the relist comes back after each (its timer is
+// re-armed, relistPeriod).
+func TestPeriodicRelistFindsWhatNoEventNames(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := os.WriteFile(h.path(".real"), []byte(manifest("in")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".real", h.path("in.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(Added, "in")
+	for i := range 3 {
+		if err := os.WriteFile(h.path(".real"), []byte(manifest("in")+fmt.Sprintf("# edit %d\n", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The timer is re-armed once the relist before ends: step until
+		// one fires.
+		found := false
+		for try := 0; try < 50 && !found; try++ {
+			h.clock.Step(DefaultRelist)
+			select {
+			case ev := <-h.sp.Events():
+				if ev.Type != Modified || ev.Name != "in" {
+					t.Fatalf("edit %d: got %v %s, want Modified in", i, ev.Type, ev.Name)
+				}
+				found = true
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if !found {
+			t.Fatalf("edit %d through the link: no relist found it", i)
+		}
+	}
+}
+
+func TestRelistPeriod(t *testing.T) {
+	for _, c := range []struct{ least, took, want time.Duration }{
+		{10 * time.Second, 0, 10 * time.Second},
+		{10 * time.Second, 5 * time.Millisecond, 10 * time.Second},
+		{10 * time.Second, 20 * time.Millisecond, 10 * time.Second},
+		{10 * time.Second, 60 * time.Millisecond, 30 * time.Second},
+		{time.Second, 10 * time.Millisecond, 5 * time.Second},
+	} {
+		if got := relistPeriod(c.least, c.took); got != c.want {
+			t.Errorf("relistPeriod(%v, %v) = %v, want %v", c.least, c.took, got, c.want)
+		}
 	}
 }
