@@ -36,12 +36,20 @@ type scan struct {
 	// until it grants a reservation: the same question, with nothing
 	// reserved since, gets the same answer, so a flood of identical
 	// pending tasks costs one decision per pass, not one per task.
-	waits map[governor.Estimate]governor.Decision
+	// Once it holds passMemoMax answers (waitsFull), the questions are
+	// not repeating: the rest of the pass neither looks in it nor adds to
+	// it, until a grant empties it.
+	// The map holds indexes in waitDecs: a Decision is too large to be
+	// kept in a map's slot, each would be an allocation.
+	waits     map[governor.Estimate]int32
+	waitDecs  []governor.Decision
+	waitsFull bool
 	// learned holds the Learner's answers of this pass, by what they
 	// depend on, until a reservation is granted (a provisional estimate
 	// depends on the memory free); the book changes only in Observe,
-	// under Queue.mu, which the pass holds.
-	learned map[learnKey]governor.Estimate
+	// under Queue.mu, which the pass holds. Bounded as waits is.
+	learned     map[learnKey]governor.Estimate
+	learnedFull bool
 	// last is the latest question of each kind and its answer, checked
 	// before the maps: the tasks of a flood come in runs of the same
 	// question, and comparing is cheaper than hashing.
@@ -52,6 +60,14 @@ type scan struct {
 	lastWait      governor.Decision
 	haveLastWait  bool
 }
+
+// passMemoMax bounds each memo of a pass (scan.waits, scan.learned): with
+// an entry for each of ten thousand pending tasks that all ask different
+// questions, a pass took 5.0 ms instead of 0.42 ms without a memo
+// (BenchmarkScan/pending=10000) and allocated 5.6 MB; bounded, 0.56 ms.
+// A queue whose questions repeat repeats some of its first ones (a flood
+// is runs of one question, which scan.lastWait answers before the map).
+const passMemoMax = 16
 
 // learnKey is everything a Learner's estimate of a task depends on besides
 // the Learner's own state (Learner.Estimate).
@@ -75,13 +91,19 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 	if s.haveLastLearn && s.lastLearn == k {
 		return q.cappedEstimate(e, s.lastLearned)
 	}
-	est, ok := s.learned[k]
+	est, ok := governor.Estimate{}, false
+	if !s.learnedFull {
+		est, ok = s.learned[k]
+	}
 	if !ok {
 		est = q.learn.Estimate(t, e.kills)
-		if s.learned == nil {
-			s.learned = make(map[learnKey]governor.Estimate)
+		if !s.learnedFull {
+			if s.learned == nil {
+				s.learned = make(map[learnKey]governor.Estimate, passMemoMax)
+			}
+			s.learned[k] = est
+			s.learnedFull = len(s.learned) >= passMemoMax
 		}
-		s.learned[k] = est
 	}
 	s.lastLearn, s.lastLearned, s.haveLastLearn = k, est, true
 	return q.cappedEstimate(e, est)
@@ -208,28 +230,38 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		s.waiting = true
 		return true
 	}
-	if d, ok := s.waits[est]; ok {
-		s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
-		q.lockedWaitDecision(e, &d)
-		s.waiting = true
-		return true
+	if !s.waitsFull {
+		if i, ok := s.waits[est]; ok {
+			d := s.waitDecs[i]
+			s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
+			q.lockedWaitDecision(e, &d)
+			s.waiting = true
+			return true
+		}
 	}
 	d, r, ok := q.adm.Reserve(est)
 	switch {
 	case ok:
 		clear(s.waits) // the budgets changed: every answer may change
+		s.waitDecs = s.waitDecs[:0]
 		clear(s.learned)
 		s.haveLastWait, s.haveLastLearn = false, false
+		s.waitsFull, s.learnedFull = false, false
 		q.lockedActivate(e, r, d)
 		return false
 	case d.Verdict == governor.Reject:
 		q.lockedEnd(e, v1alpha1.PhaseRejected, string(d.Reason), DecisionMessage(d))
 		return false
 	default:
-		if s.waits == nil {
-			s.waits = make(map[governor.Estimate]governor.Decision)
+		if !s.waitsFull {
+			if s.waits == nil {
+				s.waits = make(map[governor.Estimate]int32, passMemoMax)
+				s.waitDecs = make([]governor.Decision, 0, passMemoMax)
+			}
+			s.waits[est] = int32(len(s.waitDecs))
+			s.waitDecs = append(s.waitDecs, d)
+			s.waitsFull = len(s.waitDecs) >= passMemoMax
 		}
-		s.waits[est] = d
 		s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
 		q.lockedWaitDecision(e, &d)
 		s.waiting = true

@@ -52,3 +52,37 @@ func TestScanAsksOncePerDistinctQuestion(t *testing.T) {
 		t.Errorf("%d Reserve calls and %d estimates over %d scans: want at most two per scan", reserves, estimates, scans)
 	}
 }
+
+// A pass remembers at most passMemoMax Wait answers, and once it holds
+// that many the questions are taken as not repeating: the rest of the
+// pass asks the governor every time. Eight questions asked five times
+// over, in turn, are asked once each; 40 distinct ones, then the same
+// again, are all asked twice.
+func TestScanMemoIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		distinct, rounds, asked int
+	}{{8, 5, 8}, {40, 2, 80}} {
+		adm := &benchAdm{admit: "none"}
+		var admitted *entry
+		q := newBenchQueue(adm, &countingObserver{}, &admitted)
+		for i := range c.distinct * c.rounds {
+			task := mkTask(fmt.Sprintf("t%03d", i), int64(i), 10, 1+int64(i%c.distinct))
+			task.Estimate.Class = fmt.Sprintf("c%02d", i%c.distinct)
+			if err := q.Upsert(task); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q.scanOnce()
+		if adm.asked != c.asked {
+			t.Errorf("%d questions %d times over: the governor asked %d times, want %d (at most %d remembered)", c.distinct, c.rounds, adm.asked, c.asked, passMemoMax)
+		}
+		if admitted != nil {
+			t.Fatalf("%s admitted", admitted.task.Name)
+		}
+		for _, st := range q.Snapshot() {
+			if st.Phase != v1alpha1.PhasePending || st.Reason != string(governor.ReasonInsufficientMemory) {
+				t.Errorf("%s: %s %s, want Pending %s", st.Name, st.Phase, st.Reason, governor.ReasonInsufficientMemory)
+			}
+		}
+	}
+}
