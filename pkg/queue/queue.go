@@ -305,6 +305,14 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 	return rep, nil
 }
 
+// Busy reports whether a task is pending (waiting for admission, a
+// dependency or a worker, or paused before admission) or holds a worker.
+func (q *Queue) Busy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.active > 0 || len(q.mu.pending) > 0
+}
+
 // Holds reports whether a worker owns the task (Reserved, Running, Paused,
 // or between two batches): a new generation would be refused with
 // ErrSpecPending.

@@ -299,6 +299,7 @@ func New(cfg Config, deps Deps) *Controller {
 		now:       time.Now,
 	}
 	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }), queue.WithLearner(l))
+	c.prober.busy = c.queue.Busy
 	return c
 }
 
@@ -741,6 +742,9 @@ func (c *Controller) edit(e *entry, t *v1alpha1.Task, parseErr error) {
 		c.markDirty(e, true)
 	}
 	if e.inQueue && parseErr == nil && old.Spec.Paused != t.Spec.Paused {
+		if !t.Spec.Paused {
+			c.freshForQueue()
+		}
 		_ = c.queue.SetPaused(e.name, t.Spec.Paused)
 		c.log.Info().Str("task", e.name).Bool("paused", t.Spec.Paused).Msg("pause changed")
 	}
@@ -827,6 +831,7 @@ func (c *Controller) nextGeneration(e *entry, cause string) bool {
 	qt.CarryProgress = carry && e.inQueue
 	c.batches.set(e.name, gen, ri)
 	c.batches.noteCommitted(e.name, gen, qt.ItemsDone) // carried from the status
+	c.freshForQueue()
 	rep, err := c.queue.Replace(qt)
 	if err != nil {
 		c.batches.drop(e.name, gen)
@@ -950,6 +955,7 @@ func (c *Controller) resume(e *entry) {
 	c.batches.noteCommitted(e.name, st.ObservedGeneration, st.Progress.ItemsDone)
 	qt := c.queueTask(e, st.QueueSeq, st.ObservedGeneration, total)
 	qt.InputBytesPerItem = ri.inputPerItem
+	c.freshForQueue()
 	if _, err := c.queue.Replace(qt); err != nil {
 		c.batches.drop(e.name, st.ObservedGeneration)
 		c.log.Warn().Str("task", e.name).Err(err).Msg("the queue did not take the task")
@@ -962,6 +968,17 @@ func (c *Controller) resume(e *entry) {
 	}
 	if st.Phase != v1alpha1.PhasePending {
 		c.setPhase(e, v1alpha1.PhasePending, "Resumed", fmt.Sprintf("resumed at generation %d from %d committed items", st.ObservedGeneration, st.Progress.ItemsDone))
+	}
+}
+
+// freshForQueue waits (at most freshWait) for a snapshot of the machine
+// when the prober is at its idle pace, before the owner hands the queue a
+// task it may admit at once: the first admission after an idle spell
+// decides on a snapshot taken after the task came, as every other decides
+// on one at most two ProbeIntervals old. REQUIRES: owner goroutine.
+func (c *Controller) freshForQueue() {
+	if c.prober.stale() {
+		c.prober.WaitFresh(context.Background())
 	}
 }
 

@@ -140,7 +140,11 @@
 //
 // The machine. One prober goroutine (prober.go) is the only caller of the
 // probe: it hands the governor a snapshot at start, every ProbeInterval
-// (200 ms) and soon after a kick (at most every 20 ms). The queue's
+// (200 ms; every 2 s while the queue holds no task pending or holding a
+// worker, Queue.Busy) and soon after a kick (at most every 20 ms). Before
+// the owner hands the queue a task it may admit (a new generation, a
+// resumed one, an unpause) while the prober is at its idle pace, it waits
+// for a fresh snapshot (freshForQueue, at most 250 ms). The queue's
 // Admitter (machine.go) turns Refresh into that kick, a non-blocking send on
 // a buffered(1) channel, so a scan or a sequence break decides on a snapshot
 // at most ProbeInterval old and the next decision on a fresh one; a snapshot

@@ -36,6 +36,12 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // transitions returns every phase transition the controller logged (it
 // logs each one it makes, and each one it refuses at error level).
 func (b *syncBuffer) transitions(t *testing.T) (made, refused [][3]string) {

@@ -252,3 +252,30 @@ func TestScratchLeaseDirectoriesAreReal(t *testing.T) {
 		t.Errorf("two starts share the lease prefix %s", leases.Prefix())
 	}
 }
+
+// TestATaskAfterAnIdleSpellIsAdmittedOnAFreshSnapshot: while the queue is
+// idle the prober probes only every idleProbeInterval, so the owner waits
+// for a fresh snapshot before handing it a task (freshForQueue): memory
+// freed during the idle spell admits the task at once, without a first
+// Wait decided on the snapshot from before.
+func TestATaskAfterAnIdleSpellIsAdmittedOnAFreshSnapshot(t *testing.T) {
+	m := &switchable{snap: fixedMachine()}
+	m.snap.MemAvailable = 16 << 20 // too little for the task below
+	logs := &syncBuffer{}
+	h := newHarness(t, Config{})
+	h.startWithLogs(m.get, logs)
+	// The start-up probe, then an idle spell of more than two intervals.
+	h.eventually("the first snapshot", func() bool { return h.gov.Budgets().HaveSnapshot })
+	time.Sleep(3 * DefaultProbeInterval)
+	if !h.ctrl.prober.stale() {
+		t.Fatal("the prober still probes at its busy pace on an idle queue")
+	}
+	m.mu.Lock()
+	m.snap.MemAvailable = 8 * gi
+	m.mu.Unlock()
+	h.write("a.yaml", manifest("a", "true", "  resources: {fixed: {memory: 256Mi}}\n"))
+	h.eventually("a Done", func() bool { return h.status("a.yaml").Phase == v1alpha1.PhaseDone })
+	if strings.Contains(logs.String(), string(governor.ReasonInsufficientMemory)) {
+		t.Errorf("the task waited for memory freed before it came:\n%s", logs.String())
+	}
+}

@@ -21,6 +21,13 @@ const (
 	// probeMinGap is the least time between two probes: kicks closer than
 	// that are served together, once the gap has passed.
 	probeMinGap = 20 * time.Millisecond
+	// idleProbeInterval is how often the prober probes on its own while
+	// the queue is idle (prober.busy says no task is pending or holds a
+	// worker): nothing decides on the snapshot then but what is published
+	// every 2 s, and a task handed to an idle queue waits for a fresh one
+	// first (Controller.freshForQueue). Probing every 200 ms was a third
+	// of an idle controller's CPU.
+	idleProbeInterval = 2 * time.Second
 )
 
 // prober is the only caller of the probe. One goroutine (run) hands the
@@ -39,7 +46,11 @@ type prober struct {
 	// freed, when set, is called after a snapshot that the governor says
 	// freed resources (Update reported true): it wakes the queue, which
 	// otherwise rescans only every 500 ms while a task waits.
-	freed    func()
+	freed func()
+	// busy, when set, says whether the queue holds a task pending or
+	// holding a worker; while it does not, ticks probe only every
+	// idleProbeInterval. Called from the run goroutine, no lock held.
+	busy     func() bool
 	log      zerolog.Logger
 	clock    clock.WithTicker
 	interval time.Duration
@@ -54,9 +65,10 @@ type prober struct {
 	mu struct {
 		sync.Mutex
 		// started and finished count probes; probed is closed when one
-		// finishes (and replaced).
+		// finishes (and replaced); at is when the last one started.
 		started, finished uint64
 		probed            chan struct{}
+		at                time.Time
 	}
 }
 
@@ -104,6 +116,14 @@ func (p *prober) WaitFresh(ctx context.Context) {
 	}
 }
 
+// stale reports whether the last probe started more than two intervals
+// ago: the prober is probing at its idle pace. Any goroutine.
+func (p *prober) stale() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clock.Since(p.mu.at) > 2*p.interval
+}
+
 // Kick asks for a fresh snapshot without waiting for it. It never blocks
 // and may be called with any lock held.
 func (p *prober) Kick() {
@@ -120,6 +140,7 @@ func (p *prober) probeOnce() {
 	p.last = p.clock.Now()
 	p.mu.Lock()
 	p.mu.started++
+	p.mu.at = p.last
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
@@ -145,7 +166,8 @@ func (p *prober) probeOnce() {
 	}
 }
 
-// run probes at once, then on every tick and kick, until ctx ends.
+// run probes at once, then on every tick (while the queue is idle, every
+// idleProbeInterval) and kick, until ctx ends.
 func (p *prober) run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -160,6 +182,9 @@ func (p *prober) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			if p.busy != nil && !p.busy() && p.clock.Since(p.last) < idleProbeInterval {
+				continue
+			}
 		case <-p.kick:
 			if wait := probeMinGap - p.clock.Since(p.last); wait > 0 {
 				gap := p.clock.NewTimer(wait)

@@ -3,7 +3,9 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +147,68 @@ func waitForGapTimer(t *testing.T, clk *clocktesting.FakeClock) {
 			t.Fatal("the prober never waited for the gap")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestProberProbesLessWhileTheQueueIsIdle: while busy says the queue holds
+// nothing pending or running, ticks probe only every idleProbeInterval
+// (kicks still probe at once); the prober is then stale, which
+// Controller.freshForQueue waits on before handing the queue a task.
+func TestProberProbesLessWhileTheQueueIsIdle(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	probes := make(chan time.Time, 64)
+	snapshot := func() (governor.Snapshot, error) {
+		probes <- clk.Now()
+		return governor.Snapshot{Taken: clk.Now(), MemTotal: 8 * gi, MemAvailable: 4 * gi, CPUs: 2}, nil
+	}
+	const interval = 100 * time.Millisecond
+	p := newProber(governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1}), snapshot, nil, zerolog.Nop(), clk, interval)
+	var busy atomic.Bool
+	p.busy = busy.Load
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	next := func(what string) time.Time {
+		t.Helper()
+		select {
+		case at := <-probes:
+			return at
+		case <-time.After(guardTimeout):
+			t.Fatalf("no probe: %s", what)
+			return time.Time{}
+		}
+	}
+	start := next("at start")
+	// Idle: the ticks of the first idleProbeInterval probe nothing; the
+	// one at idleProbeInterval does.
+	for range idleProbeInterval / interval {
+		clk.Step(interval)
+	}
+	if at := next("idle, after idleProbeInterval"); at.Sub(start) != idleProbeInterval {
+		t.Errorf("idle: the second probe came %v after the first, want %v", at.Sub(start), idleProbeInterval)
+	}
+	if p.stale() {
+		t.Error("stale right after a probe")
+	}
+	for range 3 {
+		clk.Step(interval)
+	}
+	if !p.stale() {
+		t.Error("not stale three idle intervals after the last probe")
+	}
+	// Busy: every tick probes.
+	busy.Store(true)
+	for i := range 3 {
+		clk.Step(interval)
+		next(fmt.Sprintf("busy, tick %d", i))
+	}
+	if p.stale() {
+		t.Error("stale while busy")
+	}
+	select {
+	case at := <-probes:
+		t.Errorf("an extra probe at %v", at)
+	default:
 	}
 }
