@@ -974,8 +974,8 @@ func (c *Controller) resume(e *entry) {
 // freshForQueue waits (at most freshWait) for a snapshot of the machine
 // when the prober is at its idle pace, before the owner hands the queue a
 // task it may admit at once: the first admission after an idle spell
-// decides on a snapshot taken after the task came, as every other decides
-// on one at most two ProbeIntervals old. REQUIRES: owner goroutine.
+// decides on a snapshot taken after the task came, as the others do on
+// one about a ProbeInterval old at most. REQUIRES: owner goroutine.
 func (c *Controller) freshForQueue() {
 	if c.prober.stale() {
 		c.prober.WaitFresh(context.Background())

@@ -69,6 +69,9 @@ type prober struct {
 		started, finished uint64
 		probed            chan struct{}
 		at                time.Time
+		// stuck is set when a WaitFresh ran out of time, and cleared when
+		// a probe ends.
+		stuck bool
 	}
 }
 
@@ -111,17 +114,22 @@ func (p *prober) WaitFresh(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			p.mu.Lock()
+			p.mu.stuck = true
+			p.mu.Unlock()
 			return
 		}
 	}
 }
 
 // stale reports whether the last probe started more than two intervals
-// ago: the prober is probing at its idle pace. Any goroutine.
+// ago (the prober is probing at its idle pace), unless a WaitFresh already
+// ran out of time since the last probe ended: a probe stuck in nvidia-smi
+// costs one wait, not one per task handed to the queue. Any goroutine.
 func (p *prober) stale() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.clock.Since(p.mu.at) > 2*p.interval
+	return !p.mu.stuck && p.clock.Since(p.mu.at) > 2*p.interval
 }
 
 // Kick asks for a fresh snapshot without waiting for it. It never blocks
@@ -145,6 +153,7 @@ func (p *prober) probeOnce() {
 	defer func() {
 		p.mu.Lock()
 		p.mu.finished++
+		p.mu.stuck = false
 		close(p.mu.probed)
 		p.mu.probed = make(chan struct{})
 		p.mu.Unlock()

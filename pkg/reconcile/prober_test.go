@@ -212,3 +212,74 @@ func TestProberProbesLessWhileTheQueueIsIdle(t *testing.T) {
 	default:
 	}
 }
+
+// TestAStuckProbeCostsOneWait: a probe that hangs (nvidia-smi) makes the
+// prober stale; the first WaitFresh runs out of time, and from then on the
+// prober is not stale (freshForQueue does not wait once per task) until a
+// probe ends.
+func TestAStuckProbeCostsOneWait(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	release := make(chan struct{})
+	var calls atomic.Int32
+	snapshot := func() (governor.Snapshot, error) {
+		if calls.Add(1) == 2 {
+			<-release // the second probe hangs
+		}
+		return governor.Snapshot{Taken: clk.Now(), MemTotal: 8 * gi, MemAvailable: 4 * gi, CPUs: 2}, nil
+	}
+	const interval = 100 * time.Millisecond
+	p := newProber(governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1}), snapshot, nil, zerolog.Nop(), clk, interval)
+	var busy atomic.Bool
+	busy.Store(true)
+	p.busy = busy.Load
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); close(release); <-done }()
+	waitFinished := func(n uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(guardTimeout); ; time.Sleep(time.Millisecond) {
+			p.mu.Lock()
+			f := p.mu.finished
+			p.mu.Unlock()
+			if f >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d probes finished, want %d", f, n)
+			}
+		}
+	}
+	waitFinished(1)
+	clk.Step(interval) // the second probe starts and hangs
+	for calls.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(3 * interval)
+	if !p.stale() {
+		t.Fatal("not stale while the last probe hangs")
+	}
+	waited := make(chan struct{})
+	go func() { defer close(waited); p.WaitFresh(context.Background()) }()
+	for clk.Waiters() < 2 { // the ticker and WaitFresh's timer
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(freshWait)
+	select {
+	case <-waited:
+	case <-time.After(guardTimeout):
+		t.Fatal("WaitFresh did not give up")
+	}
+	if p.stale() {
+		t.Error("stale again after a WaitFresh ran out of time: every task would wait for the stuck probe")
+	}
+	// Idle from now on: only the kick WaitFresh left probes (a third
+	// probe), then no tick for idleProbeInterval.
+	busy.Store(false)
+	release <- struct{}{}
+	waitFinished(3)
+	clk.Step(3 * interval)
+	if !p.stale() {
+		t.Error("not stale once the stuck probe ended and the prober went idle")
+	}
+}
