@@ -307,10 +307,12 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 
 // Busy reports whether a task is pending (waiting for admission, a
 // dependency or a worker, or paused before admission) or holds a worker.
+// It may go on saying so until the next scan drops what left the dispatch
+// list, never the other way round.
 func (q *Queue) Busy() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.mu.active > 0 || len(q.mu.pending) > 0
+	return q.mu.active > 0 || len(q.mu.pending) > 0 || q.mu.pendingDirty
 }
 
 // Holds reports whether a worker owns the task (Reserved, Running, Paused,

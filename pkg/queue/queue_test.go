@@ -697,3 +697,36 @@ func TestMissingDependencyGetsADidYouMean(t *testing.T) {
 		t.Errorf("matching: %+v", w)
 	}
 }
+
+// Busy says whether a task is pending or holds a worker: true from the
+// first Upsert (in order or not, which leaves the dispatch list to be
+// rebuilt), false once every task is removed and a scan dropped them.
+func TestBusy(t *testing.T) {
+	adm := &benchAdm{admit: "none"}
+	var admitted *entry
+	q := newBenchQueue(adm, &countingObserver{}, &admitted)
+	if q.Busy() {
+		t.Fatal("an empty queue is busy")
+	}
+	for _, c := range []struct {
+		name string
+		seq  int64
+	}{{"b", 2}, {"a", 1}} { // a comes before b: the list is to be rebuilt
+		if err := q.Upsert(mkTask(c.name, c.seq, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if !q.Busy() {
+			t.Fatalf("not busy with %s pending", c.name)
+		}
+	}
+	q.scanOnce()
+	for _, name := range []string{"a", "b"} {
+		if err := q.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.scanOnce()
+	if q.Busy() {
+		t.Error("busy once every task is removed and a scan ran")
+	}
+}

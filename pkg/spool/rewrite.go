@@ -425,8 +425,8 @@ func SetSpecRetryToken(src []byte, token string) ([]byte, error) {
 }
 
 // retryTokenRE is compiled on first use: its bounded repetition makes it
-// some nine hundred allocations, which every start of the binary (each
-// get, each verb) paid at package initialisation.
+// some 850 allocations, which every start of the binary (each get, each
+// verb) paid at package initialisation.
 var retryTokenRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,62}$`)
 })
