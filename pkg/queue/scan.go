@@ -36,20 +36,18 @@ type scan struct {
 	// until it grants a reservation: the same question, with nothing
 	// reserved since, gets the same answer, so a flood of identical
 	// pending tasks costs one decision per pass, not one per task.
-	// Once it holds passMemoMax answers (waitsFull), the questions are
-	// not repeating: the rest of the pass neither looks in it nor adds to
-	// it, until a grant empties it.
-	// The map holds indexes in waitDecs: a Decision is too large to be
-	// kept in a map's slot, each would be an allocation.
-	waits     map[governor.Estimate]int32
-	waitDecs  []governor.Decision
-	waitsFull bool
+	// Once it holds passMemoMax answers (full), the questions are not
+	// repeating: the rest of the pass neither looks in it nor adds to it,
+	// until a grant empties it. The map holds indexes in waitDecs: a
+	// Decision is too large to be kept in a map's slot, each would be an
+	// allocation.
+	waits    map[governor.Estimate]int32
+	waitDecs []governor.Decision
 	// learned holds the Learner's answers of this pass, by what they
 	// depend on, until a reservation is granted (a provisional estimate
 	// depends on the memory free); the book changes only in Observe,
 	// under Queue.mu, which the pass holds. Bounded as waits is.
-	learned     map[learnKey]governor.Estimate
-	learnedFull bool
+	learned map[learnKey]governor.Estimate
 	// last is the latest question of each kind and its answer, checked
 	// before the maps: the tasks of a flood come in runs of the same
 	// question, and comparing is cheaper than hashing.
@@ -68,6 +66,9 @@ type scan struct {
 // A queue whose questions repeat repeats some of its first ones (a flood
 // is runs of one question, which scan.lastWait answers before the map).
 const passMemoMax = 16
+
+// full reports whether a memo of n answers is full (passMemoMax).
+func full(n int) bool { return n >= passMemoMax }
 
 // learnKey is everything a Learner's estimate of a task depends on besides
 // the Learner's own state (Learner.Estimate).
@@ -91,18 +92,18 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 	if s.haveLastLearn && s.lastLearn == k {
 		return q.cappedEstimate(e, s.lastLearned)
 	}
+	learnedFull := full(len(s.learned))
 	est, ok := governor.Estimate{}, false
-	if !s.learnedFull {
+	if !learnedFull {
 		est, ok = s.learned[k]
 	}
 	if !ok {
 		est = q.learn.Estimate(t, e.kills)
-		if !s.learnedFull {
+		if !learnedFull {
 			if s.learned == nil {
 				s.learned = make(map[learnKey]governor.Estimate, passMemoMax)
 			}
 			s.learned[k] = est
-			s.learnedFull = len(s.learned) >= passMemoMax
 		}
 	}
 	s.lastLearn, s.lastLearned, s.haveLastLearn = k, est, true
@@ -230,7 +231,8 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		s.waiting = true
 		return true
 	}
-	if !s.waitsFull {
+	waitsFull := full(len(s.waitDecs))
+	if !waitsFull {
 		if i, ok := s.waits[est]; ok {
 			d := s.waitDecs[i]
 			s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
@@ -246,21 +248,19 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		s.waitDecs = s.waitDecs[:0]
 		clear(s.learned)
 		s.haveLastWait, s.haveLastLearn = false, false
-		s.waitsFull, s.learnedFull = false, false
 		q.lockedActivate(e, r, d)
 		return false
 	case d.Verdict == governor.Reject:
 		q.lockedEnd(e, v1alpha1.PhaseRejected, string(d.Reason), DecisionMessage(d))
 		return false
 	default:
-		if !s.waitsFull {
+		if !waitsFull {
 			if s.waits == nil {
 				s.waits = make(map[governor.Estimate]int32, passMemoMax)
 				s.waitDecs = make([]governor.Decision, 0, passMemoMax)
 			}
 			s.waits[est] = int32(len(s.waitDecs))
 			s.waitDecs = append(s.waitDecs, d)
-			s.waitsFull = len(s.waitDecs) >= passMemoMax
 		}
 		s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
 		q.lockedWaitDecision(e, &d)

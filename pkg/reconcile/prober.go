@@ -59,7 +59,6 @@ type prober struct {
 	kick chan struct{}
 
 	// Owned by the run goroutine.
-	last    time.Time
 	lastErr string
 
 	mu struct {
@@ -132,6 +131,13 @@ func (p *prober) stale() bool {
 	return !p.mu.stuck && p.clock.Since(p.mu.at) > 2*p.interval
 }
 
+// sinceLast is how long ago the last probe started. Any goroutine.
+func (p *prober) sinceLast() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clock.Since(p.mu.at)
+}
+
 // Kick asks for a fresh snapshot without waiting for it. It never blocks
 // and may be called with any lock held.
 func (p *prober) Kick() {
@@ -145,10 +151,9 @@ func (p *prober) Kick() {
 // the snapshot. A failed probe leaves the governor its last snapshot.
 // REQUIRES: the run goroutine (or a test standing in for it); no lock held.
 func (p *prober) probeOnce() {
-	p.last = p.clock.Now()
 	p.mu.Lock()
 	p.mu.started++
-	p.mu.at = p.last
+	p.mu.at = p.clock.Now()
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
@@ -191,11 +196,11 @@ func (p *prober) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			if p.busy != nil && !p.busy() && p.clock.Since(p.last) < idleProbeInterval {
+			if p.busy != nil && !p.busy() && p.sinceLast() < idleProbeInterval {
 				continue
 			}
 		case <-p.kick:
-			if wait := probeMinGap - p.clock.Since(p.last); wait > 0 {
+			if wait := probeMinGap - p.sinceLast(); wait > 0 {
 				gap := p.clock.NewTimer(wait)
 				select {
 				case <-ctx.Done():

@@ -56,17 +56,7 @@ func TestProberProbesAtStartOnTicksAndOnKicks(t *testing.T) {
 		// The snapshot function returned; wait until the prober is done
 		// with it (the governor updated), so the checks below see it.
 		finished++
-		for deadline := time.Now().Add(guardTimeout); ; time.Sleep(time.Millisecond) {
-			p.mu.Lock()
-			n := p.mu.finished
-			p.mu.Unlock()
-			if n >= finished {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the probe never finished: %s", what)
-			}
-		}
+		waitProbesFinished(t, p, finished)
 	}
 	none := func(what string) {
 		t.Helper()
@@ -139,6 +129,23 @@ func TestProberProbesAtStartOnTicksAndOnKicks(t *testing.T) {
 
 // waitForGapTimer blocks until the prober waits on its gap timer (the
 // ticker is always a waiter: a second one is the timer).
+// waitProbesFinished waits until the prober has handed n snapshots to the
+// governor (or failed them).
+func waitProbesFinished(t *testing.T, p *prober, n uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(guardTimeout); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		f := p.mu.finished
+		p.mu.Unlock()
+		if f >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes finished, want %d", f, n)
+		}
+	}
+}
+
 func waitForGapTimer(t *testing.T, clk *clocktesting.FakeClock) {
 	t.Helper()
 	deadline := time.Now().Add(guardTimeout)
@@ -236,21 +243,7 @@ func TestAStuckProbeCostsOneWait(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); p.run(ctx) }()
 	defer func() { cancel(); close(release); <-done }()
-	waitFinished := func(n uint64) {
-		t.Helper()
-		for deadline := time.Now().Add(guardTimeout); ; time.Sleep(time.Millisecond) {
-			p.mu.Lock()
-			f := p.mu.finished
-			p.mu.Unlock()
-			if f >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d probes finished, want %d", f, n)
-			}
-		}
-	}
-	waitFinished(1)
+	waitProbesFinished(t, p, 1)
 	clk.Step(interval) // the second probe starts and hangs
 	for calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
@@ -277,7 +270,7 @@ func TestAStuckProbeCostsOneWait(t *testing.T) {
 	// probe), then no tick for idleProbeInterval.
 	busy.Store(false)
 	release <- struct{}{}
-	waitFinished(3)
+	waitProbesFinished(t, p, 3)
 	clk.Step(3 * interval)
 	if !p.stale() {
 		t.Error("not stale once the stuck probe ended and the prober went idle")
