@@ -112,3 +112,33 @@ func BenchmarkScan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScanParked is a pass over n pending tasks that ask the same
+// question and were told to wait by a pass before, nothing changed since
+// (the passes a flood makes between two admissions): the parked run
+// (waitRun) is left as it is.
+func BenchmarkScanParked(b *testing.B) {
+	const n = 10000
+	adm := &benchAdm{admit: "none"}
+	var admitted *entry
+	q := newBenchQueue(adm, &countingObserver{}, &admitted)
+	for i := range n {
+		t := mkTask(fmt.Sprintf("t%06d", i), int64(i), 100, 10)
+		t.Estimate.Class = "same"
+		if err := q.Upsert(t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	q.scanOnce() // the whole list: parked
+	adm.asked = 0
+	b.ReportAllocs()
+	for b.Loop() {
+		q.scanOnce()
+	}
+	if admitted != nil {
+		b.Fatalf("%s admitted", admitted.task.Name)
+	}
+	if adm.asked > b.N {
+		b.Fatalf("governor asked %d times in %d passes, want once each", adm.asked, b.N)
+	}
+}

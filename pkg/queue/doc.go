@@ -29,7 +29,17 @@
 //     leaves alone the tail a scan before it told to wait for a worker
 //     (parkedTail), while no pending task was added, replaced, removed,
 //     paused or resumed since and none of that tail has dependencies: ten
-//     thousand queued tasks cost a scan what its head costs.
+//     thousand queued tasks cost a scan what its head costs. Likewise for
+//     the governor's Wait: a whole scan that ends with a run of tasks
+//     asking the same question (no dependency, the same estimate, for a
+//     learning task the same learnKey and memory cap), all told to wait
+//     with the same answer, parks that run (waitRun); while no pending
+//     task changed, a later scan that gets that answer again for a task
+//     of the run leaves the rest of it as it is (each would get it too,
+//     nothing being reserved since, and holds it already). A task of the
+//     run given another verdict meanwhile (a scan at a sequence break)
+//     unparks it. A flood waiting for the governor then costs a scan its
+//     head, not the flood (BenchmarkScanParked).
 //   - Waiting: while a task told Wait is pending, Run sleeps at most
 //     Config.RescanWait (500 ms); any signal wakes it at once: a release, an
 //     Upsert, SetPaused or Remove, a worker exit, or Admitter.Changed closing.

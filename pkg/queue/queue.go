@@ -155,6 +155,9 @@ type Queue struct {
 		// the same epoch gave its verdicts (parked).
 		epoch  uint64
 		parked parkedTail
+		// parkedWait is the run a whole pass ended with: the tail it
+		// told to wait with one answer of the governor (waitRun).
+		parkedWait waitRun
 		// tries counts the entries passes looked at (for the tests).
 		tries  int
 		closed bool

@@ -57,6 +57,77 @@ type scan struct {
 	lastWaitEst   governor.Estimate
 	lastWait      governor.Decision
 	haveLastWait  bool
+	// toldWait is set by lockedTry when the governor told the entry it
+	// tried to wait: for the estimate lastWaitEst, with lastWait.
+	toldWait bool
+	// waitSeq counts the answers lastWait held in the pass; learnSeq the
+	// questions lastLearn held, and toldLearn is learnSeq when the entry
+	// tried last took its estimate from the Learner (-1 otherwise). Two
+	// entries with the same waitSeq had the same estimate and answer; two
+	// with the same toldLearn, the same learnKey.
+	waitSeq, learnSeq, toldLearn int
+	// runFrom is the first entry of the pass's latest run of entries
+	// told to wait with the same answer (runSeq, their waitSeq) to the
+	// same question (runLearn, their toldLearn; for a learning task, the
+	// memory cap of runFrom too), nil when none is under way.
+	runFrom          *entry
+	runSeq, runLearn int
+}
+
+// waitRun is a run of pending entries a whole pass told to wait, from the
+// entry from to the end of the dispatch list, each with the answer dec to
+// the estimate est, the same for each: a task that does not learn has the
+// estimate est whatever the pass; one that learns (learns) has the
+// learnKey key and the memory cap memCap. None has dependencies. Until an
+// entry changes (the epoch moves), a pass in which an entry of the run
+// gets that answer again to that question leaves the rest of the run as
+// it is: each would get it too (the same question, nothing reserved
+// since) and holds it already. Under a flood of identical tasks waiting
+// for the governor, a pass then costs its head, not the ten thousand
+// entries behind it.
+type waitRun struct {
+	from   *entry
+	learns bool
+	key    learnKey
+	memCap int64
+	est    governor.Estimate
+	dec    governor.Decision
+	epoch  uint64 // the epoch it was parked at
+}
+
+// follow extends the pass's run with e, the entry just tried and still
+// pending, or starts one at e, or ends it.
+func (s *scan) follow(e *entry) {
+	switch {
+	case !s.toldWait || len(e.task.DependsOn) > 0:
+		s.runFrom = nil
+	case s.runFrom != nil && s.waitSeq == s.runSeq && s.toldLearn == s.runLearn && (s.toldLearn < 0 || e.memCap == s.runFrom.memCap):
+	default:
+		s.runFrom, s.runSeq, s.runLearn = e, s.waitSeq, s.toldLearn
+	}
+}
+
+// parked is the waitRun of the pass's run, which reached the end of the
+// dispatch list at epoch; from nil when there is none.
+func (s *scan) parked(epoch uint64) waitRun {
+	from := s.runFrom
+	if from == nil {
+		return waitRun{}
+	}
+	w := waitRun{from: from, learns: s.runLearn >= 0, memCap: from.memCap, est: s.lastWaitEst, dec: s.lastWait, epoch: epoch}
+	if w.learns {
+		w.key = keyOf(from)
+	}
+	return w
+}
+
+// holds reports whether e, just tried in pass s, was told the run's
+// answer to the run's question. REQUIRES: q.mu held.
+func (w *waitRun) holds(q *Queue, e *entry, s *scan) bool {
+	if !s.toldWait || len(e.task.DependsOn) > 0 || s.lastWaitEst != w.est || s.lastWait != w.dec || q.learns(e) != w.learns {
+		return false
+	}
+	return !w.learns || (e.memCap == w.memCap && keyOf(e) == w.key)
 }
 
 // passMemoMax bounds each memo of a pass (scan.waits, scan.learned): with
@@ -81,6 +152,12 @@ type learnKey struct {
 	inputBytesPerItem float64
 }
 
+// keyOf is e's learnKey.
+func keyOf(e *entry) learnKey {
+	t := &e.task
+	return learnKey{est: t.Estimate, profile: t.Profile, mode: t.Mode, kills: e.kills, total: t.ItemsTotal, done: t.ItemsDone, inputBytesPerItem: t.InputBytesPerItem}
+}
+
 // lockedPassEstimate is lockedEstimate, asking the Learner once per distinct
 // question in the pass. REQUIRES: q.mu held.
 func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
@@ -88,8 +165,9 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 		return q.lockedEstimate(e)
 	}
 	t := &e.task
-	k := learnKey{est: t.Estimate, profile: t.Profile, mode: t.Mode, kills: e.kills, total: t.ItemsTotal, done: t.ItemsDone, inputBytesPerItem: t.InputBytesPerItem}
+	k := keyOf(e)
 	if s.haveLastLearn && s.lastLearn == k {
+		s.toldLearn = s.learnSeq
 		return q.cappedEstimate(e, s.lastLearned)
 	}
 	learnedFull := full(len(s.learned))
@@ -107,6 +185,8 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 		}
 	}
 	s.lastLearn, s.lastLearned, s.haveLastLearn = k, est, true
+	s.learnSeq++
+	s.toldLearn = s.learnSeq
 	return q.cappedEstimate(e, est)
 }
 
@@ -125,9 +205,13 @@ func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
 		q.lockedRejectCycles()
 	}
 	s := scan{refreshed: refreshed}
+	pw := &q.mu.parkedWait
+	if pw.from != nil && pw.epoch != q.mu.epoch {
+		*pw = waitRun{} // an entry changed since
+	}
 	list := q.mu.pending
 	kept := list[:0]
-	skipped := false
+	skipped, cut := false, false
 	for i, e := range list {
 		if e.state != statePending {
 			e.inList = false
@@ -135,18 +219,31 @@ func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
 		}
 		if until != nil && !less(e, until) {
 			kept = append(kept, list[i:]...) // overlapping copy is a memmove
+			cut = true
 			break
 		}
 		if until == nil && q.lockedParkedFrom(e) {
 			kept = append(kept, list[i:]...)
-			skipped = true
+			skipped, cut = true, true
 			break
 		}
-		if q.lockedTry(e, &s) {
-			kept = append(kept, e)
-		} else {
+		stays := q.lockedTry(e, &s)
+		if !stays {
 			e.inList = false
+			s.runFrom = nil
+			continue // gone: the parked run holds without it
 		}
+		kept = append(kept, e)
+		if pw.from != nil && !less(e, pw.from) {
+			if pw.holds(q, e, &s) {
+				// The run's answer again: the rest of it would get it too.
+				kept = append(kept, list[i+1:]...)
+				cut = true
+				break
+			}
+			*pw = waitRun{} // e holds another verdict now
+		}
+		s.follow(e)
 	}
 	clear(list[len(kept):])
 	q.mu.pending = kept
@@ -160,6 +257,10 @@ func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
 		// A partial pass told some of the tail to wait, perhaps with
 		// another count of tasks holding a worker: walk it again.
 		q.mu.parked = parkedTail{}
+	}
+	if !cut {
+		// A whole pass: its last run reached the end of the list.
+		*pw = s.parked(q.mu.epoch)
 	}
 	return s.waiting
 }
@@ -192,6 +293,7 @@ func (q *Queue) lockedParkedFrom(e *entry) bool {
 // REQUIRES: q.mu held; e.state == statePending.
 func (q *Queue) lockedTry(e *entry, s *scan) bool {
 	q.mu.tries++
+	s.toldWait, s.toldLearn = false, -1
 	if e.task.ItemsDone >= e.task.ItemsTotal {
 		q.lockedEnd(e, v1alpha1.PhaseDone, v1alpha1.ReasonCompleted,
 			fmt.Sprintf("all %d items done", e.task.ItemsTotal))
@@ -228,7 +330,7 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 	est := q.lockedPassEstimate(e, s)
 	if s.haveLastWait && s.lastWaitEst == est {
 		q.lockedWaitDecision(e, &s.lastWait)
-		s.waiting = true
+		s.waiting, s.toldWait = true, true
 		return true
 	}
 	waitsFull := full(len(s.waitDecs))
@@ -236,8 +338,9 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		if i, ok := s.waits[est]; ok {
 			d := s.waitDecs[i]
 			s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
+			s.waitSeq++
 			q.lockedWaitDecision(e, &d)
-			s.waiting = true
+			s.waiting, s.toldWait = true, true
 			return true
 		}
 	}
@@ -263,8 +366,9 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 			s.waitDecs = append(s.waitDecs, d)
 		}
 		s.lastWaitEst, s.lastWait, s.haveLastWait = est, d, true
+		s.waitSeq++
 		q.lockedWaitDecision(e, &d)
-		s.waiting = true
+		s.waiting, s.toldWait = true, true
 		return true
 	}
 }
