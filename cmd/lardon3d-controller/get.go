@@ -61,6 +61,9 @@ func newGetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
+			if indexedOutput(o) && listedByController(g.spool, args, o, cmd.OutOrStdout()) {
+				return nil
+			}
 			lessGC()
 			list := func() ([]manifestFile, error) { return listTasks(g.spool, args, sel, o) }
 			files, err := list()
@@ -71,7 +74,7 @@ func newGetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			fmt.Fprint(cmd.OutOrStdout(), out)
+			_, _ = io.WriteString(cmd.OutOrStdout(), out) // fmt would copy it whole first
 			if !o.watch {
 				return nil
 			}

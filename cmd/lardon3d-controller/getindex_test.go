@@ -183,13 +183,11 @@ func TestListingReadsOnlyTheRow(t *testing.T) {
 	}
 }
 
-// TestGetFromTheIndexPrintsWhatTheFilesSay: with a controller running, get
-// lists from its index (every valid manifest's row comes from it) and
-// prints what reading every manifest prints, invalid, unparseable and
-// waiting tasks included; once the controller is gone the index is not
-// used.
-func TestGetFromTheIndexPrintsWhatTheFilesSay(t *testing.T) {
-	spool := newSpool(t)
+// writeVariedSpool writes into spool twelve tasks t00..t11 (labels n=0..2,
+// one to four items each), one waiting for a dependency that does not
+// exist (waits), one paused, one invalid and one not parseable (broken).
+func writeVariedSpool(t *testing.T, spool string) {
+	t.Helper()
 	for i := 0; i < 12; i++ {
 		writeManifest(t, spool, fmt.Sprintf("t%02d.yaml", i), fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
 kind: Task
@@ -205,6 +203,16 @@ spec:
 	writeManifest(t, spool, "paused.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec:\n  command: [\"true\"]\n  items: {count: 1}\n  paused: true\n")
 	writeManifest(t, spool, "invalid.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec:\n  command: [true]\n  items: {count: 2}\n  resources:\n    batch: {min: 1, max: 0}\n")
 	writeManifest(t, spool, "broken.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec: [unclosed\n")
+}
+
+// TestGetFromTheIndexPrintsWhatTheFilesSay: with a controller running, get
+// lists from its index (every valid manifest's row comes from it) and
+// prints what reading every manifest prints, invalid, unparseable and
+// waiting tasks included; once the controller is gone the index is not
+// used.
+func TestGetFromTheIndexPrintsWhatTheFilesSay(t *testing.T) {
+	spool := newSpool(t)
+	writeVariedSpool(t, spool)
 	c := startController(t, spool)
 	stateDir := filepath.Join(spool, ".lardon3d")
 	var idx map[string]*reconcile.IndexedTask

@@ -363,6 +363,11 @@ func newRunCommand(g *globals) *cobra.Command {
 			BatchPolicy:         batchPolicy,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 
+		if ls, err := serveListings(stateDir, spoolAbs, log, m.ObserveListing); err != nil {
+			log.Warn().Err(err).Msg("get's listings not served; get reads the spool itself")
+		} else {
+			defer ls.Close()
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		tuneGC(ctx)
 		defer cancel()

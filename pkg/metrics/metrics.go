@@ -1,5 +1,6 @@
 // Package metrics exposes the controller's Prometheus metrics: budgets,
-// reservations, decisions, tasks by phase, batches and status writes. It owns
+// reservations, decisions, tasks by phase, batches, status writes and
+// get's listings. It owns
 // the registry; it reads the governor only through BudgetSource, at scrape
 // time, and never touches files or processes.
 package metrics
@@ -28,6 +29,7 @@ type Metrics struct {
 	batchDuration *prometheus.HistogramVec
 	batchPeak     *prometheus.HistogramVec
 	statusWrites  *prometheus.HistogramVec
+	listings      *prometheus.HistogramVec
 	refused       *prometheus.CounterVec
 	ready         atomic.Bool
 }
@@ -59,13 +61,18 @@ func New(src BudgetSource) *Metrics {
 			Help:    "Latency of status write-backs into manifests, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"result"}),
+		listings: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "get_listing_duration_seconds",
+			Help:    "Time taken to answer get's listings asked on the controller's socket, by result (served, or declined: get read the spool itself).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}, []string{"result"}),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "phase_transitions_refused_total",
 		Help: "Phase transitions the phase table forbids, refused by the controller (each one is a bug).",
 	}, []string{"from", "to"})
 	m.registry.MustRegister(m.refused)
-	m.registry.MustRegister(m.decisions, m.tasks, m.batchDuration, m.batchPeak, m.statusWrites,
+	m.registry.MustRegister(m.decisions, m.tasks, m.batchDuration, m.batchPeak, m.statusWrites, m.listings,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if src != nil {
 		m.registry.MustRegister(newBudgetCollector(src))
@@ -93,6 +100,16 @@ func (m *Metrics) ObserveStatusWrite(d time.Duration, err error) {
 		result = "error"
 	}
 	m.statusWrites.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// ObserveListing records how long a listing asked of the controller took
+// to answer, and whether it was served.
+func (m *Metrics) ObserveListing(d time.Duration, served bool) {
+	result := "served"
+	if !served {
+		result = "declined"
+	}
+	m.listings.WithLabelValues(result).Observe(d.Seconds())
 }
 
 // ObservePhaseRefused counts a forbidden phase transition.

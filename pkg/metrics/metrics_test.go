@@ -54,6 +54,9 @@ func TestEndpoints(t *testing.T) {
 	m.ObserveBatch("features", 1500*time.Millisecond, 300<<20)
 	m.ObserveStatusWrite(2*time.Millisecond, nil)
 	m.ObserveStatusWrite(time.Millisecond, errors.New("conflict"))
+	m.ObserveListing(30*time.Millisecond, true)
+	m.ObserveListing(time.Millisecond, false)
+	m.ObserveListing(time.Millisecond, false)
 	m.SetPhases(map[v1alpha1.Phase]int{v1alpha1.PhaseRunning: 2, v1alpha1.PhaseDone: 5})
 
 	code, body := get(t, h, "/metrics")
@@ -75,6 +78,8 @@ func TestEndpoints(t *testing.T) {
 		`lardon3d_batch_duration_seconds_count{class="features"} 1`,
 		`lardon3d_batch_peak_memory_bytes_sum{class="features"} 3.145728e+08`,
 		`lardon3d_status_write_duration_seconds_count{result="error"} 1`,
+		`lardon3d_get_listing_duration_seconds_count{result="served"} 1`,
+		`lardon3d_get_listing_duration_seconds_count{result="declined"} 2`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

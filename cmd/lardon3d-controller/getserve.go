@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// ListingSocket is the unix socket, in the state directory, on which a
+// running controller makes get's listings (the table, -o wide, -o name):
+// the same code on the same index and files, in a process whose memory is
+// already mapped. A listing of ten thousand rows allocates some 9 MB, and
+// on a virtual machine where every fresh page costs a fault to the
+// hypervisor, that was half of a short-lived get's time.
+const ListingSocket = "get.sock"
+
+// Deadlines of a served listing. The controller answers within
+// listingAnswer or get reads the spool itself (a stopped controller
+// accepts the connection and never answers); the whole exchange ends
+// within listingDeadline.
+const (
+	listingDial     = 200 * time.Millisecond
+	listingAnswer   = 3 * time.Second
+	listingDeadline = 30 * time.Second
+)
+
+// maxListingRequest bounds a request's size.
+const maxListingRequest = 64 << 10
+
+// listingProtocol is the version of listingRequest and listingReply: a
+// controller declines a request of another version (and one with a field
+// it does not know), so that a get newer or older than the controller
+// never prints a listing made without one of its flags.
+const listingProtocol = 1
+
+// listingRequest is what get asks: its spool (absolute) and its listing
+// flags. Output is "", "wide" or "name" (indexedOutput).
+type listingRequest struct {
+	Protocol  int      `json:"protocol"`
+	Spool     string   `json:"spool"`
+	Args      []string `json:"args,omitempty"`
+	Output    string   `json:"output,omitempty"`
+	Selector  string   `json:"selector,omitempty"`
+	SortBy    string   `json:"sortBy,omitempty"`
+	NoHeaders bool     `json:"noHeaders,omitempty"`
+}
+
+// listingReply heads the answer: Size bytes of listing follow, exactly
+// what get would print. Anything but a listing (a usage error, no such
+// task, a spool that is not the controller's) is Declined, with the
+// reason: get then reads the spool itself and says what it finds, in its
+// own words and paths.
+type listingReply struct {
+	Size     int    `json:"size"`
+	Declined string `json:"declined,omitempty"`
+}
+
+// listingServer serves listings on ListingSocket, one at a time (each
+// stats every manifest of the spool on every CPU).
+type listingServer struct {
+	spool string       // absolute
+	uid   atomic.Int64 // the only peer served: this process's effective user
+	ln    *net.UnixListener
+	log   zerolog.Logger
+	// observe records each answer's time and whether it was a listing.
+	observe func(d time.Duration, served bool)
+	one     sync.Mutex // one listing at a time
+	// mu guards open, the connections being served (Close closes them:
+	// a client that sends nothing does not hold the controller's exit).
+	mu    sync.Mutex
+	open  map[*net.UnixConn]struct{}
+	conns sync.WaitGroup
+}
+
+// serveListings listens on ListingSocket in stateDir and serves listings
+// of the spool at spoolAbs until Close. A socket left there by a killed
+// controller is replaced; anything else there is left alone (an error).
+func serveListings(stateDir, spoolAbs string, log zerolog.Logger, observe func(time.Duration, bool)) (*listingServer, error) {
+	path := filepath.Join(stateDir, ListingSocket)
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		// The controller's lock is held: no other controller listens there.
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	// Only this user (the peer's credentials are checked too): the state
+	// directory's mode may be looser than the default one's.
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	s := &listingServer{spool: spoolAbs, ln: ln, log: log, observe: observe, open: map[*net.UnixConn]struct{}{}}
+	s.uid.Store(int64(os.Geteuid()))
+	s.conns.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Close stops serving (the socket is removed), closes the connections
+// open and waits for their goroutines.
+func (s *listingServer) Close() {
+	_ = s.ln.Close()
+	s.mu.Lock()
+	for c := range s.open {
+		_ = c.Close()
+	}
+	s.open = nil
+	s.mu.Unlock()
+	s.conns.Wait()
+}
+
+func (s *listingServer) accept() {
+	defer s.conns.Done()
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Warn().Err(err).Msg("get's listings are no longer served; get reads the spool itself")
+			}
+			return
+		}
+		s.mu.Lock()
+		if s.open == nil { // closed meanwhile
+			s.mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		s.open[conn] = struct{}{}
+		s.conns.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.conns.Done()
+			s.serve(conn)
+			s.mu.Lock()
+			delete(s.open, conn)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// serve answers one connection: a listing, or a refusal (the connection
+// closed unanswered, or a Declined reply). A panic in a listing is
+// logged, never the controller's end.
+func (s *listingServer) serve(conn *net.UnixConn) {
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(listingDeadline))
+	if uid, err := peerUID(conn); err != nil || int64(uid) != s.uid.Load() {
+		return
+	}
+	var req listingRequest
+	dec := json.NewDecoder(io.LimitReader(conn, maxListingRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return
+	}
+	start := time.Now()
+	out, declined := s.list(&req)
+	if s.observe != nil {
+		s.observe(time.Since(start), declined == "")
+	}
+	head, _ := json.Marshal(listingReply{Size: len(out), Declined: declined})
+	_, _ = conn.Write(append(head, '\n'))
+	if declined == "" {
+		_, _ = io.WriteString(conn, out)
+	}
+}
+
+// list makes the listing req asks for, or says why not.
+func (s *listingServer) list(req *listingRequest) (out, declined string) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error().Str("panic", fmt.Sprint(p)).Msg("get's listing failed; get reads the spool itself")
+			out, declined = "", "the listing failed"
+		}
+	}()
+	if req.Protocol != listingProtocol {
+		return "", fmt.Sprintf("protocol %d, not %d", req.Protocol, listingProtocol)
+	}
+	if req.Spool != s.spool {
+		return "", fmt.Sprintf("not this controller's spool (%s)", s.spool)
+	}
+	o := &getOptions{output: req.Output, selector: req.Selector, sortBy: req.SortBy, noHeaders: req.NoHeaders}
+	sel, err := o.check()
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case !indexedOutput(o):
+		return "", "-o " + strconv.Quote(o.output) + " is read from the files"
+	case len(req.Args) > 1:
+		return "", "more than one task named"
+	}
+	s.one.Lock()
+	defer s.one.Unlock()
+	files, err := listTasks(s.spool, req.Args, sel, o)
+	if err != nil {
+		return "", err.Error()
+	}
+	out, err = showFiles(files, o, len(req.Args) == 1, time.Now())
+	if err != nil {
+		return "", err.Error()
+	}
+	return out, ""
+}
+
+// peerUID is the effective user of the process at the other end of conn.
+func peerUID(conn *net.UnixConn) (int, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return -1, err
+	}
+	if credErr != nil {
+		return -1, credErr
+	}
+	return int(cred.Uid), nil
+}
+
+// listedByController asks the controller running on the spool at dir
+// for the listing of args and o, and writes it to w. It reports false,
+// having written nothing, when no controller answers it in time (none
+// runs, one that is stopped, one of another user, or one with another
+// state directory), or when it declines: get then reads the spool itself.
+func listedByController(dir string, args []string, o *getOptions, w io.Writer) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	path := filepath.Join(abs, ".lardon3d", ListingSocket)
+	if st, err := os.Lstat(path); err != nil || st.Mode().Type() != fs.ModeSocket {
+		return false // no controller ever served here: no dial
+	}
+	conn, err := net.DialTimeout("unix", path, listingDial)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(listingAnswer))
+	req, err := json.Marshal(listingRequest{Protocol: listingProtocol, Spool: abs, Args: args, Output: o.output, Selector: o.selector, SortBy: o.sortBy, NoHeaders: o.noHeaders})
+	if err != nil {
+		return false
+	}
+	if _, err := conn.Write(req); err != nil {
+		return false
+	}
+	br := bufio.NewReader(conn)
+	head, err := br.ReadSlice('\n')
+	var reply listingReply
+	if err != nil || json.Unmarshal(head, &reply) != nil || reply.Declined != "" || reply.Size < 0 {
+		return false
+	}
+	// The listing is read whole before a byte of it is printed: a
+	// controller that dies half-way leaves get to read the spool itself.
+	_ = conn.SetDeadline(time.Now().Add(listingDeadline))
+	out := make([]byte, reply.Size)
+	if _, err := io.ReadFull(br, out); err != nil {
+		return false
+	}
+	_, _ = w.Write(out)
+	return true
+}
