@@ -245,14 +245,10 @@ func TestParkedWaitRunGivesTheVerdictsOfAFullPass(t *testing.T) {
 	}
 }
 
-// Five hundred tasks asking the same question, told to wait: once a pass
-// has walked them, the passes that follow while nothing changed look at
-// one entry each. A task paused in the run gets its new reason, then the
-// Wait again once resumed; a new answer (more memory free) reaches every
-// task; when a slot frees, the next task in FIFO order is admitted and the
-// pass still looks at a couple of entries.
-func TestWaitingPassesSkipTheParkedRun(t *testing.T) {
-	const n = 500
+// sameQuestion is a lockstep queue of n tasks t000, t001... in that order,
+// all asking the same question (class "same").
+func sameQuestion(t *testing.T, n int) *lockstep {
+	t.Helper()
 	l := newLockstep(Config{})
 	for i := range n {
 		task := mkTask(fmt.Sprintf("t%03d", i), int64(i+1), 1, 1)
@@ -261,6 +257,18 @@ func TestWaitingPassesSkipTheParkedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return l
+}
+
+// Five hundred tasks asking the same question, told to wait: once a pass
+// has walked them, the passes that follow while nothing changed look at
+// one entry each. A task paused in the run gets its new reason, then the
+// Wait again once resumed; a new answer (more memory free) reaches every
+// task; when a slot frees, the next task in FIFO order is admitted and the
+// pass still looks at a couple of entries.
+func TestWaitingPassesSkipTheParkedRun(t *testing.T) {
+	const n = 500
+	l := sameQuestion(t, n)
 	tries := func() int { l.q.mu.Lock(); defer l.q.mu.Unlock(); return l.q.mu.tries }
 	message := func(name string) string {
 		for _, s := range l.q.Snapshot() {
@@ -329,15 +337,7 @@ func TestWaitingPassesSkipTheParkedRun(t *testing.T) {
 // the run is then not skipped, and the next whole pass walks it all,
 // giving every task the governor's answer of that pass.
 func TestAParkedRunPartlyAnsweredAnewIsWalkedAgain(t *testing.T) {
-	const n = 20
-	l := newLockstep(Config{})
-	for i := range n {
-		task := mkTask(fmt.Sprintf("t%03d", i), int64(i+1), 1, 1)
-		task.Estimate.Class = "same"
-		if err := l.q.Upsert(task); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := sameQuestion(t, 20)
 	l.q.scanOnce() // every task told to wait: parked
 	l.adm.free["same"] = 1
 	l.q.mu.Lock()
