@@ -29,17 +29,29 @@ import (
 const ListingSocket = "get.sock"
 
 // Deadlines of a served listing. The controller answers within
-// listingAnswer or get reads the spool itself (a stopped controller
+// listingAnswer, and each piece of its listing comes within listingAnswer
+// of the one before, or get reads the spool itself (a stopped controller
 // accepts the connection and never answers); the whole exchange ends
 // within listingDeadline.
 const (
 	listingDial     = 200 * time.Millisecond
 	listingAnswer   = 3 * time.Second
 	listingDeadline = 30 * time.Second
+	// acceptRetryMax bounds the wait before accepting again after a
+	// failed accept (out of descriptors): the service resumes.
+	acceptRetryMax = time.Second
 )
 
-// maxListingRequest bounds a request's size.
-const maxListingRequest = 64 << 10
+// maxListingRequest bounds a request's size; maxListingReply a reply's
+// (ten thousand rows are some 600 KB).
+const (
+	maxListingRequest = 64 << 10
+	maxListingReply   = 1 << 30
+)
+
+// maxListingConns bounds the connections served at once; one more is
+// closed at once (its get reads the spool itself).
+const maxListingConns = 32
 
 // listingProtocol is the version of listingRequest and listingReply: a
 // controller declines a request of another version (and one with a field
@@ -48,9 +60,15 @@ const maxListingRequest = 64 << 10
 const listingProtocol = 1
 
 // listingRequest is what get asks: its spool (absolute) and its listing
-// flags. Output is "", "wide" or "name" (indexedOutput).
+// flags. Output is "", "wide" or "name" (indexedOutput). The client sends
+// one request and keeps its side of the connection open until the
+// answer: a closed one is taken as gone, and not listed for.
 type listingRequest struct {
-	Protocol  int      `json:"protocol"`
+	Protocol int `json:"protocol"`
+	// Binary names get's executable (executableID): the listing is drawn
+	// by the controller's code, so only a controller running the same
+	// binary file answers (not one started before an upgrade).
+	Binary    string   `json:"binary"`
 	Spool     string   `json:"spool"`
 	Args      []string `json:"args,omitempty"`
 	Output    string   `json:"output,omitempty"`
@@ -72,13 +90,18 @@ type listingReply struct {
 // listingServer serves listings on ListingSocket, one at a time (each
 // stats every manifest of the spool on every CPU).
 type listingServer struct {
-	spool string       // absolute
-	uid   atomic.Int64 // the only peer served: this process's effective user
-	ln    *net.UnixListener
-	log   zerolog.Logger
+	spool  string       // absolute
+	binary string       // executableID of this process
+	uid    atomic.Int64 // the only peer served: this process's effective user
+	ln     *net.UnixListener
+	log    zerolog.Logger
 	// observe records each answer's time and whether it was a listing.
 	observe func(d time.Duration, served bool)
-	one     sync.Mutex // one listing at a time
+	// one is held by the listing under way; a request waits for it at
+	// most until its client gives up (listingAnswer after it came), and
+	// not once closing is closed.
+	one     chan struct{}
+	closing chan struct{}
 	// mu guards open, the connections being served (Close closes them:
 	// a client that sends nothing does not hold the controller's exit).
 	mu    sync.Mutex
@@ -110,7 +133,13 @@ func serveListings(stateDir, spoolAbs string, log zerolog.Logger, observe func(t
 		_ = ln.Close()
 		return nil, err
 	}
-	s := &listingServer{spool: spoolAbs, ln: ln, log: log, observe: observe, open: map[*net.UnixConn]struct{}{}}
+	binary, err := executableID("/proc/self/exe")
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	s := &listingServer{spool: spoolAbs, binary: binary, ln: ln, log: log, observe: observe,
+		one: make(chan struct{}, 1), closing: make(chan struct{}), open: map[*net.UnixConn]struct{}{}}
 	s.uid.Store(int64(os.Geteuid()))
 	s.conns.Add(1)
 	go s.accept()
@@ -120,6 +149,7 @@ func serveListings(stateDir, spoolAbs string, log zerolog.Logger, observe func(t
 // Close stops serving (the socket is removed), closes the connections
 // open and waits for their goroutines.
 func (s *listingServer) Close() {
+	close(s.closing)
 	_ = s.ln.Close()
 	s.mu.Lock()
 	for c := range s.open {
@@ -132,19 +162,30 @@ func (s *listingServer) Close() {
 
 func (s *listingServer) accept() {
 	defer s.conns.Done()
+	var wait time.Duration // before accepting again after a failure
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.log.Warn().Err(err).Msg("get's listings are no longer served; get reads the spool itself")
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			// Out of descriptors, most likely: the connections waiting
+			// are taken once some are freed, as net/http does.
+			wait = min(max(2*wait, 5*time.Millisecond), acceptRetryMax)
+			s.log.Warn().Err(err).Dur("retry", wait).Msg("get's listing socket: accept failed")
+			select {
+			case <-time.After(wait):
+				continue
+			case <-s.closing:
+				return
+			}
 		}
+		wait = 0
 		s.mu.Lock()
-		if s.open == nil { // closed meanwhile
+		if s.open == nil || len(s.open) >= maxListingConns { // closed, or too many
 			s.mu.Unlock()
 			_ = conn.Close()
-			return
+			continue
 		}
 		s.open[conn] = struct{}{}
 		s.conns.Add(1)
@@ -174,8 +215,11 @@ func (s *listingServer) serve(conn *net.UnixConn) {
 	if err := dec.Decode(&req); err != nil {
 		return
 	}
+	if clientGone(conn) {
+		return // nobody waits for the answer
+	}
 	start := time.Now()
-	out, declined := s.list(&req)
+	out, declined := s.list(&req, start.Add(listingAnswer), conn)
 	if s.observe != nil {
 		s.observe(time.Since(start), declined == "")
 	}
@@ -186,8 +230,10 @@ func (s *listingServer) serve(conn *net.UnixConn) {
 	}
 }
 
-// list makes the listing req asks for, or says why not.
-func (s *listingServer) list(req *listingRequest) (out, declined string) {
+// list makes the listing req asks for, or says why not; a request still
+// waiting for the listing under way at giveUp, when its client stops
+// waiting, is not listed.
+func (s *listingServer) list(req *listingRequest, giveUp time.Time, conn *net.UnixConn) (out, declined string) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error().Str("panic", fmt.Sprint(p)).Msg("get's listing failed; get reads the spool itself")
@@ -196,6 +242,9 @@ func (s *listingServer) list(req *listingRequest) (out, declined string) {
 	}()
 	if req.Protocol != listingProtocol {
 		return "", fmt.Sprintf("protocol %d, not %d", req.Protocol, listingProtocol)
+	}
+	if req.Binary != s.binary {
+		return "", "get is another binary than the controller's"
 	}
 	if req.Spool != s.spool {
 		return "", fmt.Sprintf("not this controller's spool (%s)", s.spool)
@@ -210,8 +259,24 @@ func (s *listingServer) list(req *listingRequest) (out, declined string) {
 	case len(req.Args) > 1:
 		return "", "more than one task named"
 	}
-	s.one.Lock()
-	defer s.one.Unlock()
+	wait := time.NewTimer(time.Until(giveUp))
+	defer wait.Stop()
+	select {
+	case s.one <- struct{}{}:
+		defer func() { <-s.one }()
+	case <-wait.C:
+		return "", "busy with another listing"
+	case <-s.closing:
+		return "", "stopping"
+	}
+	select {
+	case <-s.closing: // closed while waiting, with the listing's slot free
+		return "", "stopping"
+	default:
+	}
+	if clientGone(conn) {
+		return "", "nobody waits for it"
+	}
 	files, err := listTasks(s.spool, req.Args, sel, o)
 	if err != nil {
 		return "", err.Error()
@@ -221,6 +286,26 @@ func (s *listingServer) list(req *listingRequest) (out, declined string) {
 		return "", err.Error()
 	}
 	return out, ""
+}
+
+// clientGone reports whether the client of conn has closed its side (or
+// sent more than its request): a client keeps it open until the answer,
+// and one that gave up is not listed for. It looks without waiting: a
+// read of the socket (non-blocking) that finds nothing to read is a
+// client still waiting.
+func clientGone(conn *net.UnixConn) bool {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := true
+	_ = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		gone = n > 0 || !errors.Is(err, unix.EAGAIN)
+		return true // done, whatever it found: never wait
+	})
+	return gone
 }
 
 // peerUID is the effective user of the process at the other end of conn.
@@ -242,11 +327,24 @@ func peerUID(conn *net.UnixConn) (int, error) {
 	return int(cred.Uid), nil
 }
 
+// executableID names the executable file at path (through symlinks: for
+// /proc/self/exe, the file this process runs, even replaced since) by
+// its device, inode, size and modification time.
+func executableID(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d:%d:%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano()), nil
+}
+
 // listedByController asks the controller running on the spool at dir
 // for the listing of args and o, and writes it to w. It reports false,
 // having written nothing, when no controller answers it in time (none
 // runs, one that is stopped, one of another user, or one with another
-// state directory), or when it declines: get then reads the spool itself.
+// state directory), or when it declines (another binary, not a listing):
+// get then reads the spool itself. The listing is escaped as get's own
+// (safeText), whoever answered.
 func listedByController(dir string, args []string, o *getOptions, w io.Writer) bool {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -256,13 +354,22 @@ func listedByController(dir string, args []string, o *getOptions, w io.Writer) b
 	if st, err := os.Lstat(path); err != nil || st.Mode().Type() != fs.ModeSocket {
 		return false // no controller ever served here: no dial
 	}
-	conn, err := net.DialTimeout("unix", path, listingDial)
+	binary, err := executableID("/proc/self/exe")
 	if err != nil {
 		return false
 	}
+	c, err := net.DialTimeout("unix", path, listingDial)
+	if err != nil {
+		return false
+	}
+	conn := c.(*net.UnixConn)
 	defer conn.Close()
+	// Only a controller of this user: another could draw anything.
+	if uid, err := peerUID(conn); err != nil || uid != os.Geteuid() {
+		return false
+	}
 	_ = conn.SetDeadline(time.Now().Add(listingAnswer))
-	req, err := json.Marshal(listingRequest{Protocol: listingProtocol, Spool: abs, Args: args, Output: o.output, Selector: o.selector, SortBy: o.sortBy, NoHeaders: o.noHeaders})
+	req, err := json.Marshal(listingRequest{Protocol: listingProtocol, Binary: binary, Spool: abs, Args: args, Output: o.output, Selector: o.selector, SortBy: o.sortBy, NoHeaders: o.noHeaders})
 	if err != nil {
 		return false
 	}
@@ -272,16 +379,30 @@ func listedByController(dir string, args []string, o *getOptions, w io.Writer) b
 	br := bufio.NewReader(conn)
 	head, err := br.ReadSlice('\n')
 	var reply listingReply
-	if err != nil || json.Unmarshal(head, &reply) != nil || reply.Declined != "" || reply.Size < 0 {
+	if err != nil || json.Unmarshal(head, &reply) != nil || reply.Declined != "" || reply.Size < 0 || reply.Size > maxListingReply {
 		return false
 	}
 	// The listing is read whole before a byte of it is printed: a
 	// controller that dies half-way leaves get to read the spool itself.
-	_ = conn.SetDeadline(time.Now().Add(listingDeadline))
-	out := make([]byte, reply.Size)
-	if _, err := io.ReadFull(br, out); err != nil {
-		return false
+	// Each read must come within listingAnswer (one stopped mid-way), the
+	// whole within listingDeadline.
+	out := make([]byte, 0, min(reply.Size, 4<<20))
+	end := time.Now().Add(listingDeadline)
+	for len(out) < reply.Size {
+		next := time.Now().Add(listingAnswer)
+		if next.After(end) {
+			next = end
+		}
+		_ = conn.SetReadDeadline(next)
+		if len(out) == cap(out) {
+			out = append(out, 0)[:len(out)]
+		}
+		n, err := br.Read(out[len(out):min(cap(out), reply.Size)])
+		out = out[:len(out)+n]
+		if err != nil && len(out) < reply.Size {
+			return false
+		}
 	}
-	_, _ = w.Write(out)
+	_, _ = io.WriteString(w, safeText(string(out)))
 	return true
 }
