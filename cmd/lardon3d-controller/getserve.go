@@ -100,8 +100,9 @@ type listingServer struct {
 	// one is held by the listing under way; a request waits for it at
 	// most until its client gives up (listingAnswer after it came), and
 	// not once closing is closed.
-	one     chan struct{}
-	closing chan struct{}
+	one       chan struct{}
+	closing   chan struct{}
+	closeOnce sync.Once
 	// mu guards open, the connections being served (Close closes them:
 	// a client that sends nothing does not hold the controller's exit).
 	mu    sync.Mutex
@@ -147,8 +148,10 @@ func serveListings(stateDir, spoolAbs string, log zerolog.Logger, observe func(t
 }
 
 // Close stops serving (the socket is removed), closes the connections
-// open and waits for their goroutines.
-func (s *listingServer) Close() {
+// open and waits for their goroutines. Later calls do nothing.
+func (s *listingServer) Close() { s.closeOnce.Do(s.close) }
+
+func (s *listingServer) close() {
 	close(s.closing)
 	_ = s.ln.Close()
 	s.mu.Lock()

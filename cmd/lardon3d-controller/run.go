@@ -363,12 +363,17 @@ func newRunCommand(g *globals) *cobra.Command {
 			BatchPolicy:         batchPolicy,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 
-		if ls, err := serveListings(stateDir, spoolAbs, log, m.ObserveListing); err != nil {
+		ls, err := serveListings(stateDir, spoolAbs, log, m.ObserveListing)
+		if err != nil {
 			log.Warn().Err(err).Msg("get's listings not served; get reads the spool itself")
-		} else {
-			defer ls.Close()
 		}
 		ctx, cancel := context.WithCancel(context.Background())
+		if ls != nil {
+			defer ls.Close()
+			// No listing once the controller stops: its index goes, and get
+			// reads the files itself.
+			context.AfterFunc(ctx, ls.Close)
+		}
 		tuneGC(ctx)
 		defer cancel()
 		sigs := make(chan os.Signal, 1)
