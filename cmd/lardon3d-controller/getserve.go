@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,9 +219,6 @@ func (s *listingServer) serve(conn *net.UnixConn) {
 	if err := dec.Decode(&req); err != nil {
 		return
 	}
-	if clientGone(conn) {
-		return // nobody waits for the answer
-	}
 	start := time.Now()
 	out, declined := s.list(&req, start.Add(listingAnswer), conn)
 	if s.observe != nil {
@@ -386,26 +384,31 @@ func listedByController(dir string, args []string, o *getOptions, w io.Writer) b
 		return false
 	}
 	// The listing is read whole before a byte of it is printed: a
-	// controller that dies half-way leaves get to read the spool itself.
-	// Each read must come within listingAnswer (one stopped mid-way), the
-	// whole within listingDeadline.
-	out := make([]byte, 0, min(reply.Size, 4<<20))
-	end := time.Now().Add(listingDeadline)
-	for len(out) < reply.Size {
-		next := time.Now().Add(listingAnswer)
-		if next.After(end) {
-			next = end
-		}
-		_ = conn.SetReadDeadline(next)
-		if len(out) == cap(out) {
-			out = append(out, 0)[:len(out)]
-		}
-		n, err := br.Read(out[len(out):min(cap(out), reply.Size)])
-		out = out[:len(out)+n]
-		if err != nil && len(out) < reply.Size {
-			return false
-		}
+	// controller that dies half-way leaves get to read the spool itself,
+	// and so does one that stops mid-way (pacedReader).
+	var out strings.Builder
+	out.Grow(min(reply.Size, 4<<20)) // the size is the other side's word
+	pieces := &pacedReader{conn: conn, r: br, end: time.Now().Add(listingDeadline)}
+	if _, err := io.CopyN(&out, pieces, int64(reply.Size)); err != nil {
+		return false
 	}
-	_, _ = io.WriteString(w, safeText(string(out)))
+	_, _ = io.WriteString(w, safeText(out.String()))
 	return true
+}
+
+// pacedReader reads r, the buffered side of conn, each read given
+// listingAnswer to bring something, all of them ending by end.
+type pacedReader struct {
+	conn *net.UnixConn
+	r    io.Reader
+	end  time.Time
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	next := time.Now().Add(listingAnswer)
+	if next.After(p.end) {
+		next = p.end
+	}
+	_ = p.conn.SetReadDeadline(next)
+	return p.r.Read(b)
 }
