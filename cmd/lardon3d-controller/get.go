@@ -65,7 +65,7 @@ func newGetCommand(g *globals) *cobra.Command {
 				return nil
 			}
 			lessGC()
-			list := func() ([]manifestFile, error) { return listTasks(g.spool, args, sel, o) }
+			list := func() ([]manifestFile, error) { return listTasks(g.spool, nil, args, sel, o) }
 			files, err := list()
 			if err != nil {
 				return &exitError{code: 1, err: err}
@@ -91,14 +91,15 @@ func newGetCommand(g *globals) *cobra.Command {
 }
 
 // listTasks lists the spool's tasks (or the one named in args) that o
-// selects, in o's order.
-func listTasks(dir string, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
+// selects, in o's order; a listing from the index takes the rows from rows
+// (nil: the list index file, readSpoolListed).
+func listTasks(dir string, rows listRows, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
 	var files []manifestFile
 	var err error
 	if indexedOutput(o) {
 		// New manifests may be listed by file name where their spec is
 		// not shown and selects nothing.
-		files, err = readSpoolListed(dir, len(args) == 0 && sel.Empty() && o.output != "wide")
+		files, err = readSpoolListed(dir, rows, len(args) == 0 && sel.Empty() && o.output != "wide")
 	} else {
 		files, err = readSpool(dir)
 	}

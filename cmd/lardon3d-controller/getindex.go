@@ -40,21 +40,55 @@ func lessGC() {
 // hold a status is always parsed, whatever their number.
 const unparsedNew = 256
 
+// listRows is where a listing looks up the rows of the manifests: the list
+// index a running controller publishes (indexFileRows, for get on its
+// own), or the controller's own rows (a listing it serves).
+type listRows interface {
+	// row is the row of the manifest called base, if any; it is called
+	// from several goroutines at once.
+	row(base string) (*reconcile.IndexedTask, bool)
+	// refresh takes the rows set since the listing began: it is called
+	// once, after every manifest was statted.
+	refresh()
+}
+
+// indexFileRows are the rows of the list index file as a get read them,
+// and those appended to it since (refresh).
+type indexFileRows struct {
+	x        *reconcile.ListIndex
+	appended map[string]*reconcile.IndexedTask
+}
+
+func (f *indexFileRows) row(base string) (*reconcile.IndexedTask, bool) {
+	if r, ok := f.appended[base]; ok {
+		return r, true
+	}
+	r, ok := f.x.Rows[base]
+	return r, ok
+}
+
+func (f *indexFileRows) refresh() {
+	f.appended, _ = f.x.Appended() // none (rewritten, unreadable): all read
+}
+
 // readSpoolListed is readSpool for a listing: a manifest the running
-// controller's list index (STATE/index.jsonl, reconcile.ReadListIndex, and
-// the rows appended to it while the files were statted) describes, in the
-// version the file still is (reconcile.VersionAt), is taken from it; every
-// other one (new, edited or written since, invalid,
-// not yet read by the controller) is read and parsed as readSpool would,
-// but when byName allows it and more than unparsedNew of them hold no
-// status: those are listed by file name. The files come in no particular
-// order. With no controller running, or no usable index, it is readSpool.
-// The rows render as those of the files do (getindex_test.go holds it to
-// that).
-func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
-	x, err := reconcile.ReadListIndex(filepath.Join(dir, ".lardon3d"), dir)
-	if err != nil {
-		return readSpool(dir)
+// controller's rows describe (rows; nil: its list index, STATE/index.jsonl,
+// reconcile.ReadListIndex, and the rows appended to it while the files
+// were statted), in the version the file still is (reconcile.VersionAt),
+// is taken from them; every other one (new, edited or written since,
+// invalid, not yet read by the controller) is read and parsed as readSpool
+// would, but when byName allows it and more than unparsedNew of them hold
+// no status: those are listed by file name. The files come in no
+// particular order. With no controller running, or no usable index, it is
+// readSpool. The rows render as those of the files do (getindex_test.go
+// holds it to that).
+func readSpoolListed(dir string, rows listRows, byName bool) ([]manifestFile, error) {
+	if rows == nil {
+		x, err := reconcile.ReadListIndex(filepath.Join(dir, ".lardon3d"), dir)
+		if err != nil {
+			return readSpool(dir)
+		}
+		rows = &indexFileRows{x: x}
 	}
 	if err := checkSpoolDir(dir); err != nil {
 		return nil, err
@@ -92,10 +126,10 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 	paths := manifestPaths(dir, names)
 	out := make([]manifestFile, len(paths))
 	// A manifest whose row is of an older version than the file (its
-	// status written while the index was read, or since) waits for the
-	// rows appended in the meantime: in a flood, the controller writes a
-	// group of statuses while ten thousand files are statted, and those
-	// rows spare parsing them.
+	// status written while the rows were read, or since) waits for the
+	// rows set in the meantime (refresh): in a flood, the controller
+	// writes a group of statuses while ten thousand files are statted,
+	// and those rows spare parsing them.
 	type newer struct {
 		i int
 		v reconcile.FileVersion
@@ -104,7 +138,7 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 	var written []newer
 	onEveryCPU(len(paths), func(i int) {
 		path, base := paths[i], filepath.Base(paths[i])
-		if row, ok := x.Rows[base]; ok {
+		if row, ok := rows.row(base); ok {
 			v, err := reconcile.VersionAt(dirfd, base)
 			switch {
 			case err == nil && v == row.Version:
@@ -120,10 +154,10 @@ func readSpoolListed(dir string, byName bool) ([]manifestFile, error) {
 		out[i] = read(path)
 	})
 	if len(written) > 0 {
-		appended, _ := x.Appended() // none (rewritten, unreadable): all read
+		rows.refresh()
 		onEveryCPU(len(written), func(k int) {
 			i, path := written[k].i, paths[written[k].i]
-			if row, ok := appended[filepath.Base(path)]; ok && row.Version == written[k].v {
+			if row, ok := rows.row(filepath.Base(path)); ok && row.Version == written[k].v {
 				out[i] = manifestFile{path: path, row: &row.Row}
 				return
 			}

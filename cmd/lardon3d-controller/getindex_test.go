@@ -291,7 +291,7 @@ func TestGetFromTheIndexPrintsWhatTheFilesSay(t *testing.T) {
 // manifests by file name when many) and from the files alone.
 func bothListings(t *testing.T, spool string) (fromIndex, fromFiles []manifestFile) {
 	t.Helper()
-	fromIndex, err := readSpoolListed(spool, true)
+	fromIndex, err := readSpoolListed(spool, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +540,7 @@ func BenchmarkGetListing(b *testing.B) {
 			}
 		}
 	}
-	listed := func(spool string) ([]manifestFile, error) { return readSpoolListed(spool, true) }
+	listed := func(spool string) ([]manifestFile, error) { return readSpoolListed(spool, nil, true) }
 	b.Run("indexed", func(b *testing.B) {
 		spool := newSpool(b)
 		gen(b, "done", spool)

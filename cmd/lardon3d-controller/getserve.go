@@ -18,6 +18,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
 // ListingSocket is the unix socket, in the state directory, on which a
@@ -92,6 +94,7 @@ type listingReply struct {
 // stats every manifest of the spool on every CPU).
 type listingServer struct {
 	spool  string       // absolute
+	rows   listRows     // the controller's own (nil: its list index file)
 	binary string       // executableID of this process
 	uid    atomic.Int64 // the only peer served: this process's effective user
 	ln     *net.UnixListener
@@ -111,10 +114,19 @@ type listingServer struct {
 	conns sync.WaitGroup
 }
 
+// controllerRows are the rows of the controller serving a listing
+// (reconcile.Controller.IndexedRow): current, where its list index file
+// lags by an append, and never read and parsed.
+type controllerRows struct{ c *reconcile.Controller }
+
+func (r controllerRows) row(base string) (*reconcile.IndexedTask, bool) { return r.c.IndexedRow(base) }
+
+func (controllerRows) refresh() {} // row already reads the controller's current rows
+
 // serveListings listens on ListingSocket in stateDir and serves listings
-// of the spool at spoolAbs until Close. A socket left there by a killed
+// of the spool at spoolAbs, from the rows of its controller, until Close. A socket left there by a killed
 // controller is replaced; anything else there is left alone (an error).
-func serveListings(stateDir, spoolAbs string, log zerolog.Logger, observe func(time.Duration, bool)) (*listingServer, error) {
+func serveListings(stateDir, spoolAbs string, rows listRows, log zerolog.Logger, observe func(time.Duration, bool)) (*listingServer, error) {
 	path := filepath.Join(stateDir, ListingSocket)
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode().Type() != fs.ModeSocket {
@@ -140,7 +152,7 @@ func serveListings(stateDir, spoolAbs string, log zerolog.Logger, observe func(t
 		_ = ln.Close()
 		return nil, err
 	}
-	s := &listingServer{spool: spoolAbs, binary: binary, ln: ln, log: log, observe: observe,
+	s := &listingServer{spool: spoolAbs, rows: rows, binary: binary, ln: ln, log: log, observe: observe,
 		one: make(chan struct{}, 1), closing: make(chan struct{}), open: map[*net.UnixConn]struct{}{}}
 	s.uid.Store(int64(os.Geteuid()))
 	s.conns.Add(1)
@@ -278,7 +290,7 @@ func (s *listingServer) list(req *listingRequest, giveUp time.Time, conn *net.Un
 	if clientGone(conn) {
 		return "", "nobody waits for it"
 	}
-	files, err := listTasks(s.spool, req.Args, sel, o)
+	files, err := listTasks(s.spool, s.rows, req.Args, sel, o)
 	if err != nil {
 		return "", err.Error()
 	}

@@ -33,7 +33,7 @@ func localListing(t *testing.T, spool string, args []string, o *getOptions) (str
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := listTasks(spool, args, sel, o)
+	files, err := listTasks(spool, nil, args, sel, o)
 	if err != nil {
 		return "", err
 	}
@@ -214,7 +214,7 @@ func TestGetReadsAroundADeadListingSocket(t *testing.T) {
 		t.Errorf("get beside a file named %s (exit %d):\n%s", ListingSocket, code, out)
 	}
 	// A controller does not take it over either.
-	if _, err := serveListings(stateDir, spool, zerolog.Nop(), nil); err == nil {
+	if _, err := serveListings(stateDir, spool, nil, zerolog.Nop(), nil); err == nil {
 		t.Errorf("a listing socket was made in place of a regular file")
 	}
 	if data, err := os.ReadFile(path); err != nil || string(data) != "not a socket" {
@@ -391,7 +391,7 @@ func listingFixture(t *testing.T, n int) (spool string, s *listingServer, counts
 		t.Fatal(err)
 	}
 	counts = &listingCounts{}
-	s, err = serveListings(stateDir, abs, zerolog.Nop(), func(_ time.Duration, ok bool) {
+	s, err = serveListings(stateDir, abs, nil, zerolog.Nop(), func(_ time.Duration, ok bool) {
 		if ok {
 			counts.served.Add(1)
 		} else {

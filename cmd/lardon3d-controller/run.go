@@ -363,7 +363,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			BatchPolicy:         batchPolicy,
 		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 
-		ls, err := serveListings(stateDir, spoolAbs, log, m.ObserveListing)
+		ls, err := serveListings(stateDir, spoolAbs, controllerRows{ctrl}, log, m.ObserveListing)
 		if err != nil {
 			log.Warn().Err(err).Msg("get's listings not served; get reads the spool itself")
 		}

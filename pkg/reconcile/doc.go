@@ -59,7 +59,10 @@
 // shutdown. get (ReadListIndex) takes a row only while that process runs,
 // then, for a manifest whose row is older than the file, the rows
 // appended since it read the index (ListIndex.Appended), and reads every
-// other manifest.
+// other manifest. The running controller's own listings (get.sock) take
+// the rows from memory instead (Controller.IndexedRow): the owner keeps
+// them decoded too, in a map it writes under listIndex.mu, each row never
+// changed once stored.
 //
 // Phases. setPhase is the only place a status phase changes; it refuses,
 // logs as a bug and counts (lardon3d_phase_transitions_refused_total) any
@@ -131,7 +134,8 @@
 // need, bumped, with an EstimateTooLow condition; estimate: strict keeps
 // halving and failing at batch.min. Lock order: queue, book, governor.
 //
-// Locking. The owner goroutine holds no lock of its own; it calls the queue
+// Locking. The owner goroutine holds no lock of its own but listIndex.mu
+// (only while it stores or drops a list row); it calls the queue
 // (which takes Queue.mu, then the governor's) and the spool's write-back
 // (per-file locks) but never while holding the batch adapter's mutex, which
 // guards only its tables and is never held across a call out. Queue events
@@ -159,11 +163,12 @@
 // for removal when the reservation is released, and Run removes what a
 // crashed controller of the same spool left before anything runs.
 //
-// Locking. The Run goroutine holds no lock. Lock order, outermost first:
-// Queue.mu (the queue calls the machine, and the observer that pushes onto
-// the inbox, with it held) → Governor.mu, inbox.mu, scratch.Leases.mu (each a
-// leaf); batchRunner.mu → runner's Batch.mu (workMemory). The prober holds
-// no lock across the probe: it calls the SnapshotFunc, batchRunner.workMemory
+// Locking. The Run goroutine holds no lock but listIndex.mu, a leaf, while
+// it stores or drops a row (a served listing holds it to read one). Lock
+// order, outermost first: Queue.mu (the queue calls the machine, and the
+// observer that pushes onto the inbox, with it held) → Governor.mu,
+// inbox.mu, scratch.Leases.mu (each a leaf); batchRunner.mu → runner's
+// Batch.mu (workMemory). The prober holds no lock across the probe: it calls the SnapshotFunc, batchRunner.workMemory
 // and Governor.Update one after the other. No lock of the queue or of this
 // package is ever held across a probe, an exec or a file write: the machine's
 // methods only touch the governor and non-blocking hand-offs, batchRunner.Start

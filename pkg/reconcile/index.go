@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -357,7 +358,7 @@ func RowOf(t *v1alpha1.Task) ListRow {
 // listIndex is the list index as the owner goroutine keeps it: one encoded
 // row per manifest whose current version is known (what spool events
 // reported, then what status writes left). Only the owner goroutine
-// touches it.
+// touches it, but for live, which served listings read (IndexedRow).
 type listIndex struct {
 	rows    map[string][]byte // base name → encoded row line
 	changed bool              // rows differ from what was published
@@ -372,6 +373,13 @@ type listIndex struct {
 	file        *os.File
 	size, grown int
 	failed      bool // the last publish failed (logged once)
+
+	// live holds the same rows decoded, for the listings the running
+	// controller serves: no index file read and parsed at each. Its
+	// IndexedTasks are never changed once stored (a new row replaces
+	// one). mu guards the map; the owner goroutine writes it.
+	mu   sync.RWMutex
+	live map[string]*IndexedTask
 }
 
 // fileSeen notes the version a spool event reports: its task (valid) or
@@ -414,6 +422,15 @@ func (x *listIndex) set(path string, t *v1alpha1.Task, v FileVersion) {
 	r := indexRow{File: base, Version: v, ListRow: RowOf(t)}
 	x.rows[base] = appendRow(nil, &r)
 	x.changed = true
+	// The row is read on other goroutines: its labels are its own copy,
+	// not the task's map.
+	r.Labels = maps.Clone(r.Labels)
+	x.mu.Lock()
+	if x.live == nil {
+		x.live = make(map[string]*IndexedTask)
+	}
+	x.live[base] = &IndexedTask{Version: v, Row: r.ListRow}
+	x.mu.Unlock()
 	if x.pending == nil {
 		x.pending = make(map[string]bool)
 	}
@@ -421,10 +438,26 @@ func (x *listIndex) set(path string, t *v1alpha1.Task, v FileVersion) {
 }
 
 func (x *listIndex) drop(path string) {
-	if _, ok := x.rows[filepath.Base(path)]; ok {
-		delete(x.rows, filepath.Base(path))
+	base := filepath.Base(path)
+	if _, ok := x.rows[base]; ok {
+		delete(x.rows, base)
 		x.changed = true
+		x.mu.Lock()
+		delete(x.live, base)
+		x.mu.Unlock()
 	}
+}
+
+// IndexedRow is the list index's row of the manifest called base, as the
+// controller knows it now (what it last read or wrote of the file), for a
+// listing the running controller serves. The caller must not change it. It
+// is safe to call from any goroutine.
+func (c *Controller) IndexedRow(base string) (*IndexedTask, bool) {
+	x := &c.index
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	r, ok := x.live[base]
+	return r, ok
 }
 
 // publishIndex publishes the list index when it changed: it appends the

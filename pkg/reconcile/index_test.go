@@ -480,3 +480,92 @@ func TestListIndexAppended(t *testing.T) {
 		t.Fatalf("the rewritten index: %v", err)
 	}
 }
+
+// TestIndexedRowFollowsTheIndexWhileSet reads the controller's own rows
+// (IndexedRow, what a served listing reads) from several goroutines while
+// the owner sets, drops and publishes rows: every row read is whole (the
+// version it names is the one its task says), a dropped row is gone, and
+// once the owner stops each row is the one a reader of the published index
+// gets. A row keeps the labels it was set with, whatever becomes of the
+// task's map.
+func TestIndexedRowFollowsTheIndexWhileSet(t *testing.T) {
+	c, dir, spool, set := publisher(t)
+	const files, rounds = 200, 3000
+	name := func(i int) string { return fmt.Sprintf("t-%05d.yaml", i) }
+	for i := range files {
+		set(i, 0)
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	reads := make([]int, 4)
+	for g := range reads {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				base := name(r.IntN(files))
+				if row, ok := c.IndexedRow(base); ok {
+					if v := row.Version.Size; row.Row.Done != v || base != row.Row.Name+".yaml" {
+						errs <- fmt.Errorf("row of %s: version %v, task %s done %d", base, row.Version, row.Row.Name, row.Row.Done)
+						return
+					}
+				}
+				reads[g]++
+			}
+		}()
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for k := 1; k < rounds; k++ {
+		i := r.IntN(files)
+		if r.IntN(10) == 0 {
+			c.index.drop(filepath.Join(spool, name(i)))
+			if _, ok := c.IndexedRow(name(i)); ok {
+				t.Fatalf("%s still has a row once dropped", name(i))
+			}
+		} else {
+			set(i, int64(k))
+		}
+		if k%50 == 0 {
+			now = now.Add(IndexEvery)
+			c.publishIndex(now)
+		}
+	}
+	close(stop)
+	for range reads {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads[0] < 10 {
+		t.Errorf("only %v reads while the rows were set", reads)
+	}
+	c.publishIndex(now.Add(IndexEvery))
+	published, err := ReadIndex(dir, spool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range files {
+		own, ok := c.IndexedRow(name(i))
+		pub, pubOK := published[name(i)]
+		if ok != pubOK || ok && !reflect.DeepEqual(*own, *pub) {
+			t.Errorf("%s: own row %+v (%v), published %+v (%v)", name(i), own, ok, pub, pubOK)
+		}
+	}
+
+	task, err := v1alpha1.ParseManifest("l.yaml", []byte(doneTask))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task.Metadata.Labels = map[string]string{"stage": "mesh"}
+	c.index.set(filepath.Join(spool, "l.yaml"), task, FileVersion{Inode: 1})
+	task.Metadata.Labels["stage"] = "changed"
+	if row, ok := c.IndexedRow("l.yaml"); !ok || row.Row.Labels["stage"] != "mesh" {
+		t.Errorf("the row's labels follow the task's map: %+v", row)
+	}
+}
