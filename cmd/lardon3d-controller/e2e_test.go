@@ -42,9 +42,15 @@ func binaries(t testing.TB) string {
 			binErr = err
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/lardon3d/lardon3d-controller/cmd/...").CombinedOutput()
+		// Built as make build builds them: static (CGO_ENABLED=0).
+		goBuild := func(args ...string) ([]byte, error) {
+			cmd := exec.Command("go", append([]string{"build"}, args...)...)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			return cmd.CombinedOutput()
+		}
+		out, err := goBuild("-o", dir+"/", "github.com/lardon3d/lardon3d-controller/cmd/...")
 		if err == nil {
-			out, err = exec.Command("go", "build", "-tags", "lardon3d_node", "-o", filepath.Join(dir, nodeBinary), "github.com/lardon3d/lardon3d-controller/cmd/lardon3d-controller").CombinedOutput()
+			out, err = goBuild("-tags", "lardon3d_node", "-o", filepath.Join(dir, nodeBinary), "github.com/lardon3d/lardon3d-controller/cmd/lardon3d-controller")
 		}
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)

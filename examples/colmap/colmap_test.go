@@ -75,6 +75,7 @@ func controllerBinary(ctx context.Context, t *testing.T, repo string) string {
 	controller := filepath.Join(t.TempDir(), "lardon3d-controller")
 	build := exec.CommandContext(ctx, "go", "build", "-o", controller, "./cmd/lardon3d-controller")
 	build.Dir = repo
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build builds it
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the controller: %v\n%s", err, out)
 	}
