@@ -168,8 +168,9 @@
 // order, outermost first: Queue.mu (the queue calls the machine, and the
 // observer that pushes onto the inbox, with it held) → Governor.mu,
 // inbox.mu, scratch.Leases.mu (each a leaf); batchRunner.mu → runner's
-// Batch.mu (workMemory). The prober holds no lock across the probe: it calls the SnapshotFunc, batchRunner.workMemory
-// and Governor.Update one after the other. No lock of the queue or of this
+// Batch.mu (workMemory). The prober holds no lock across the probe: it
+// calls the SnapshotFunc, batchRunner.workMemory and Governor.Update one
+// after the other. No lock of the queue or of this
 // package is ever held across a probe, an exec or a file write: the machine's
 // methods only touch the governor and non-blocking hand-offs, batchRunner.Start
 // (which writes the items, group and lease files) runs on a queue worker
