@@ -11,7 +11,7 @@ RAPID_SEED ?= 1
 # from Go modules on first use (minutes, once) into ~/.cache/lardon3d/kube.
 KUBE_ASSETS = $${LARDON3D_KUBE_ASSETS:-$$(bash hack/kube-test-binaries.sh)}
 
-.PHONY: all build run test test-kube kube-assets generate test-random vet fmt-check unit fuzz schemas bench bench-kube colmap-demo clean
+.PHONY: all build run test test-vm test-vm-if-built vm-image test-kube kube-assets generate test-random vet fmt-check unit fuzz schemas bench bench-kube colmap-demo clean
 
 all: build
 
@@ -30,7 +30,7 @@ run: build
 
 ## test: vet, format check, the race-enabled test suite (deterministic: fuzz seed corpora, fixed seeds)
 ## (vet builds as build does, without cgo: the two share their compiled packages)
-test: vet fmt-check unit
+test: vet fmt-check unit test-vm-if-built
 
 vet:
 	CGO_ENABLED=0 $(GO) vet ./...
@@ -43,6 +43,22 @@ fmt-check:
 unit: build
 	assets=$(KUBE_ASSETS) && \
 	LARDON3D_KUBE_ASSETS="$$assets" RAPID_SEED=$(RAPID_SEED) LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -timeout 15m ./...
+
+## test-vm: the cgroup v2 suite in a virtual machine (Debian 12 kernel, systemd 252):
+## the controller started as a delegated unit, behind a shell, by a user's manager, from
+## a login shell; bursts, setsid escapes, pause, delete, kill -9 (about 4 min under TCG)
+test-vm: vm-image
+	image=$$(bash hack/vm/image.sh) && \
+	LARDON3D_VM_IMAGE="$$image" $(GO) test -tags lardon3d_vm -count=1 -v -timeout 30m ./hack/vm
+
+## test-vm-if-built: test-vm where the image is built (CI builds it: .ci/run)
+test-vm-if-built:
+	@if bash hack/vm/image.sh --cached >/dev/null; then $(MAKE) --no-print-directory test-vm; \
+	else echo "the cgroup v2 VM suite is not run: no VM image (make vm-image builds it once, as root)"; fi
+
+## vm-image: build (once) the VM image of the cgroup v2 suite into ~/.cache/lardon3d/vm (root; 2-10 min)
+vm-image:
+	@bash hack/vm/image.sh
 
 ## test-kube: only the Kubernetes tests (real etcd + kube-apiserver, the CRD, the node agents), verbosely
 test-kube: build

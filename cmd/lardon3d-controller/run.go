@@ -26,6 +26,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/probe"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
@@ -314,6 +315,16 @@ func newRunCommand(g *globals) *cobra.Command {
 			return &exitError{code: 2, err: err}
 		}
 		defer removeCgroups(cgroups, log) // once Run returned: every batch's group is gone
+		if cgroups == nil {
+			// Without cgroups, a process that leaves its batch's group
+			// and whose parent ends comes back to the controller, which
+			// finds it by its batch's marker and reaps it.
+			orphans, stopOrphans := context.WithCancel(context.Background())
+			defer stopOrphans()
+			if err := runner.AdoptOrphans(orphans); err != nil {
+				log.Warn().Err(err).Msg("processes that leave their batch's process group and lose their parent are not re-parented to the controller")
+			}
+		}
 		leases := scratch.New(spoolAbs, bc.ScratchDirs, log)
 		gov, snapshot, err := newMachine(bc, leases.Prefix())
 		if err != nil {
@@ -421,7 +432,7 @@ func newRunCommand(g *globals) *cobra.Command {
 func openCgroups(mode, parent, stateDir string, log zerolog.Logger) (*cgroup.Tree, error) {
 	switch mode {
 	case "off":
-		log.Info().Msg("cgroups off: batch memory is watched by the RSS sampler, processes that leave their process group are not seen")
+		log.Info().Msg("cgroups off: batch memory is watched by the RSS sampler (a burst between two samples is not stopped); processes that leave their process group are found by their batch's marker and ancestry (the controller is their subreaper)")
 		return nil, nil
 	case "auto", "required":
 	default:
@@ -435,12 +446,12 @@ func openCgroups(mode, parent, stateDir string, log zerolog.Logger) (*cgroup.Tre
 	tree, err := cgroup.Open(cgroup.Options{Parent: parent, Name: fmt.Sprintf("lardon3d-%x", sum[:6])})
 	if err != nil {
 		if mode == "auto" && errors.Is(err, cgroup.ErrUnavailable) && parent == "" {
-			log.Warn().Err(err).Msg("no cgroup for the batches: memory is watched by the RSS sampler (a burst between two samples is not stopped, processes that leave their process group are not seen); --cgroups required refuses to run like this")
+			log.Warn().Err(err).Msg("no cgroup for the batches: memory is watched by the RSS sampler (a burst between two samples is not stopped; processes that leave their process group are found by their batch's marker and ancestry, not if they clear their environment and lose their parent between two samples); --cgroups required refuses to run like this")
 			return nil, nil
 		}
 		return nil, fmt.Errorf("--cgroups %s: %w", mode, err)
 	}
-	log.Info().Int("version", tree.Version()).Str("dir", tree.Dir()).Msg("each batch runs in a cgroup of its own")
+	log.Info().Int("version", tree.Version()).Str("dir", tree.Dir()).Str("setup", tree.Setup()).Msg("each batch runs in a cgroup of its own")
 	return tree, nil
 }
 

@@ -1,9 +1,11 @@
 package cgroup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,8 +60,13 @@ type Options struct {
 	// under which the subtree is created; "" for the controller's own
 	// cgroup.
 	Parent string
-	// Name is the subtree's directory name: one path element.
+	// Name is the subtree's directory name: one path element. On a
+	// systemd machine where the controller's own cgroup is not its to
+	// divide, Name.scope is the transient scope asked for.
 	Name string
+	// NoSystemd: never ask systemd, even where it runs (tests of the
+	// plain path).
+	NoSystemd bool
 }
 
 // Tree is the controller's subtree: one directory per hierarchy, under
@@ -68,6 +75,8 @@ type Options struct {
 // the kernel offers) and the groups kept for reuse.
 type Tree struct {
 	version int
+	// setup says, for a person, which cgroup the subtree is in and why.
+	setup string
 	// dirs maps a controller (Memory, Freezer, CPUAcct; or Unified) to the
 	// subtree's directory in that hierarchy.
 	dirs map[string]string
@@ -263,6 +272,10 @@ func openV1(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, 
 	if t.dirs[Memory] == "" {
 		return nil, fmt.Errorf("%w: no memory hierarchy", ErrUnavailable)
 	}
+	t.setup = fmt.Sprintf("cgroup v1 under %s", t.dirs[Memory])
+	if t.dirs[Freezer] == "" {
+		t.setup += " (no freezer hierarchy: pause stops the process group with SIGSTOP)"
+	}
 	return t, nil
 }
 
@@ -277,24 +290,100 @@ func openV2(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, 
 	if m == nil {
 		return nil, fmt.Errorf("%w: no cgroup v1 memory hierarchy and no cgroup2 mount", ErrUnavailable)
 	}
-	parentPath, delegate := o.Parent, false
-	if parentPath == "" {
-		p, ok := ownPath(own, "")
-		if !ok {
-			return nil, fmt.Errorf("%w: own cgroup v2 path unknown", ErrUnavailable)
+	if o.Parent != "" {
+		t, err := openUnder(m, o.Parent, o, false)
+		if err != nil {
+			return nil, err
 		}
-		parentPath, delegate = p, true
+		t.setup = fmt.Sprintf("cgroup v2 under %s (--cgroup-parent)", o.Parent)
+		return t, nil
 	}
+	self, ok := ownPath(own, "")
+	if !ok {
+		return nil, fmt.Errorf("%w: own cgroup v2 path unknown", ErrUnavailable)
+	}
+	if path.Base(self) == controllerLeaf {
+		// An earlier Open of this process moved it into its leaf: the
+		// cgroup to divide is the one above.
+		self = path.Dir(self)
+	}
+	if o.NoSystemd || !systemdBooted() {
+		// Nobody else manages the hierarchy: the controller's own
+		// cgroup is its to divide (a container, a hand-made tree).
+		t, err := openUnder(m, self, o, true)
+		if err != nil {
+			return nil, fmt.Errorf("%w (no systemd to ask for a delegated cgroup)", err)
+		}
+		t.setup = fmt.Sprintf("cgroup v2 in the controller's own cgroup %s (no systemd manages it)", self)
+		return t, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), systemdTimeout)
+	defer cancel()
+
+	// systemd owns every cgroup it did not delegate: writing under one
+	// works until it reorganises the tree (a daemon-reload can take the
+	// memory controller away). The controller's own cgroup is used only
+	// when its unit has Delegate=yes and the controller can have it to
+	// itself (a unit's main process; not a shell's child).
+	why := ""
+	if owner, err := ownerOf(ctx, self); err != nil {
+		why = err.Error()
+	} else {
+		unit, delegated, err := owner.unitDelegates(ctx, o.PID)
+		owner.Close()
+		switch {
+		case err != nil:
+			why = err.Error()
+		case !delegated:
+			why = fmt.Sprintf("its unit %s has no Delegate=yes", unit)
+		default:
+			t, err := openUnder(m, self, o, true)
+			if err == nil {
+				t.setup = fmt.Sprintf("cgroup v2 in the controller's own cgroup %s: its unit %s has Delegate=yes", self, unit)
+				return t, nil
+			}
+			why = fmt.Sprintf("its unit %s has Delegate=yes but the cgroup cannot host the batches (another process shares it?): %v", unit, err)
+		}
+	}
+	// Ask for a scope of the controller's own, delegated: the system
+	// manager as root, the user's manager otherwise.
+	dial := dialUser
+	if os.Geteuid() == 0 {
+		dial = dialSystem
+	}
+	mgr, err := dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the controller's cgroup %s is not its own (%s), and no delegated scope can be asked for: %v; %s", ErrUnavailable, self, why, err, enforcementHint())
+	}
+	defer mgr.Close()
+	scope := o.Name + ".scope"
+	path, err := mgr.delegatedScope(ctx, scope, o.PID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the controller's cgroup %s is not its own (%s): %v; %s", ErrUnavailable, self, why, err, enforcementHint())
+	}
+	t, err := openUnder(m, path, o, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w; %s", err, enforcementHint())
+	}
+	t.setup = fmt.Sprintf("cgroup v2 in the scope %s (Delegate=yes) that %s made for the controller: its own cgroup %s was not its to divide (%s)", scope, mgr.name, self, why)
+	return t, nil
+}
+
+// openUnder makes the subtree under the cgroup path parentPath of the
+// unified hierarchy m. With mayMove (parentPath is the controller's own
+// cgroup or its scope), a parent holding processes (the controller: the
+// kernel lets no cgroup with processes hand controllers down) is emptied
+// by moving the controller into a leaf beside the subtree, as a
+// systemd-delegated service does.
+func openUnder(m *procfs.MountInfo, parentPath string, o Options, mayMove bool) (*Tree, error) {
 	parent := hierarchyDir(m, parentPath)
 	if !slices.Contains(readWords(filepath.Join(parent, "cgroup.controllers")), Memory) {
 		return nil, fmt.Errorf("%w: %s does not offer the memory controller", ErrUnavailable, parent)
 	}
 	if err := enableMemory(parent); err != nil {
-		if !delegate {
+		if !mayMove {
 			return nil, fmt.Errorf("%w: enable memory under %s: %v", ErrUnavailable, parent, err)
 		}
-		// Our own cgroup holds processes (us), so it cannot hand
-		// controllers down: move the controller into a leaf, then retry.
 		leaf := filepath.Join(parent, controllerLeaf)
 		if err := os.MkdirAll(leaf, 0o755); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -331,6 +420,10 @@ func enableMemory(dir string) error {
 	}
 	return nil
 }
+
+// Setup says, for a person, which cgroup setup Open found and why: the
+// version, where the subtree is, and who delegated it.
+func (t *Tree) Setup() string { return t.setup }
 
 // Version returns 1 or 2.
 func (t *Tree) Version() int { return t.version }

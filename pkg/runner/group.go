@@ -70,6 +70,15 @@ type groupSampler struct {
 	// pgidOf asks the kernel for a process's group without parsing its
 	// stat file; nil (fixture trees) reads the stat file instead.
 	pgidOf func(pid int) (int, error)
+	// esc, when set, collects the batch's processes outside the group:
+	// a process seen for the first time outside it is the batch's when
+	// its parent is (members, last) or its environment carries marker.
+	// procRoot is where their stat and environ files are read.
+	esc      *escapees
+	marker   []byte
+	procRoot string
+	members  map[int]bool // the batch's pids seen in this listing
+	last     map[int]bool // and in the one before
 }
 
 func newGroupSampler(fs procfs.FS, pgid int) *groupSampler {
@@ -84,6 +93,13 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 		return 0, 0, fmt.Errorf("list processes: %w", err)
 	}
 	clear(g.next)
+	if g.esc != nil {
+		g.last, g.members = g.members, g.last
+		if g.members == nil {
+			g.members = map[int]bool{}
+		}
+		clear(g.members)
+	}
 	for _, p := range procs {
 		if out, seen := g.outside[p.PID]; seen && out {
 			g.next[p.PID] = true
@@ -91,8 +107,11 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 		}
 		// getpgid is one system call; parsing /proc/PID/stat for every
 		// process of the machine is what made sampling expensive.
+		escapee := false
 		if g.pgidOf != nil {
-			if pg, err := g.pgidOf(p.PID); err != nil || pg != g.pgid {
+			pg, err := g.pgidOf(p.PID)
+			escapee = err == nil && pg != g.pgid && g.esc != nil && g.escaped(p.PID)
+			if err != nil || (pg != g.pgid && !escapee) {
 				g.next[p.PID] = err == nil
 				continue
 			}
@@ -101,11 +120,14 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 		if err != nil {
 			continue
 		}
-		if st.PGRP != g.pgid {
+		if st.PGRP != g.pgid && !escapee {
 			g.next[p.PID] = true
 			continue
 		}
 		g.next[p.PID] = false
+		if g.members != nil {
+			g.members[p.PID] = true
+		}
 		m := memberOf(st)
 		if !m.gone() {
 			live++
@@ -114,6 +136,31 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 	}
 	g.outside, g.next = g.next, g.outside
 	return rss, live, nil
+}
+
+// escaped reports whether pid, outside the group, is the batch's: known
+// as such, or seen for the first time with a parent of the batch or the
+// batch's marker in its environment (then remembered).
+func (g *groupSampler) escaped(pid int) bool {
+	st, err := readStat(g.procRoot, pid)
+	if err != nil {
+		return false
+	}
+	if g.esc.has(pid, st.startTicks) {
+		return true
+	}
+	if out, seen := g.outside[pid]; seen {
+		if out {
+			return false // judged at an earlier listing: its parent and environment were not the batch's
+		}
+		g.esc.add(pid, st.startTicks) // a member that left the group since
+		return true
+	}
+	if g.members[st.ppid] || g.last[st.ppid] || (len(g.marker) > 0 && carriesMarker(g.procRoot, pid, g.marker)) {
+		g.esc.add(pid, st.startTicks)
+		return true
+	}
+	return false
 }
 
 // StartTicks returns the start time of pid in clock ticks since boot,

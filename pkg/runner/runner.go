@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,10 @@ type Batch struct {
 	// cg is the batch's control group; nil when it runs under the sampler
 	// alone.
 	cg *cgroup.Group
+	// batchID is the batch's BatchIDEnv value; esc, without a cgroup, the
+	// processes found to be the batch's outside its process group.
+	batchID string
+	esc     escapees
 	// rss is the batch's memory at the last sample: its cgroup's working
 	// set, or the group's resident memory.
 	rss atomic.Int64
@@ -142,6 +147,9 @@ func (b *Batch) start() error {
 	if err != nil {
 		return err
 	}
+	b.batchID = newBatchID()
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, BatchIDEnv+"=") })
+	env = append(env, BatchIDEnv+"="+b.batchID)
 	if s.WorkingDir != "" {
 		if fi, err := os.Stat(s.WorkingDir); err != nil {
 			return fmt.Errorf("working directory: %w", err)
@@ -165,7 +173,13 @@ func (b *Batch) start() error {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	if err := launch(cmd, s.CPUs, b.cg, b.logf); err != nil {
+	leaders.RLock() // no orphan reaping between the fork and the registration
+	err = launch(cmd, s.CPUs, b.cg, b.logf)
+	if err == nil {
+		leaders.pids.Store(cmd.Process.Pid, struct{}{})
+	}
+	leaders.RUnlock()
+	if err != nil {
 		var errno syscall.Errno
 		if errors.As(err, &errno) && (errno == syscall.ENOENT || errno == syscall.EACCES || errno == syscall.ENOEXEC) {
 			// execve refused a file that exists: a bad or missing
@@ -345,6 +359,7 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	}
 	killAll := func() {
 		_ = signalGroup(b.group.PGID, unix.SIGKILL)
+		b.esc.signal(unix.SIGKILL)
 		if b.cg != nil {
 			b.cg.KillAll()
 		}
@@ -368,6 +383,8 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 		}
 		_ = signalGroup(b.group.PGID, unix.SIGTERM)
 		_ = signalGroup(b.group.PGID, unix.SIGCONT) // a stopped process must run to handle SIGTERM
+		b.esc.signal(unix.SIGTERM)
+		b.esc.signal(unix.SIGCONT)
 		graceC = time.After(s.KillGrace)
 	}
 	check := func() {
@@ -468,6 +485,7 @@ loop:
 		time.Sleep(wait)
 	}
 	waitErr := b.cmd.Wait()
+	leaders.pids.Delete(b.cmd.Process.Pid)
 	ended := time.Now()
 	m.final()
 	if st := b.cmd.ProcessState; m.cpu == 0 && st != nil {
@@ -586,6 +604,8 @@ func newMeter(b *Batch) *meter {
 	m := &meter{b: b}
 	if b.cg == nil {
 		m.sampler = newGroupSampler(b.fs, b.group.PGID)
+		m.sampler.esc, m.sampler.procRoot = &b.esc, procfs.DefaultMountPoint
+		m.sampler.marker = []byte(BatchIDEnv + "=" + b.batchID)
 	}
 	return m
 }
@@ -735,6 +755,7 @@ func (b *Batch) Pause() error {
 	if err := signalGroup(pgid, unix.SIGSTOP); err != nil {
 		return err
 	}
+	b.esc.signal(unix.SIGSTOP)
 	markPaused()
 	deadline := time.Now().Add(pauseWait)
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
@@ -747,6 +768,13 @@ func (b *Batch) Pause() error {
 			if !m.stopped() && !m.gone() {
 				running = append(running, m.pid)
 				_ = unix.Kill(m.pid, unix.SIGSTOP)
+			}
+		}
+		for pid, ticks := range b.esc.list() {
+			if st, err := readStat(procfs.DefaultMountPoint, pid); err == nil && st.startTicks == ticks &&
+				st.state != 'T' && st.state != 't' && st.state != 'Z' && st.state != 'X' {
+				running = append(running, pid)
+				_ = unix.Kill(pid, unix.SIGSTOP)
 			}
 		}
 		if len(running) == 0 {
@@ -773,8 +801,11 @@ func (b *Batch) Resume() error {
 			}
 			return err
 		}
-	} else if err := signalGroup(b.group.PGID, unix.SIGCONT); err != nil {
-		return err
+	} else {
+		if err := signalGroup(b.group.PGID, unix.SIGCONT); err != nil {
+			return err
+		}
+		b.esc.signal(unix.SIGCONT)
 	}
 	b.mu.Lock()
 	if b.mu.paused {

@@ -75,6 +75,9 @@ func TestMain(m *testing.M) {
 		}
 		_ = json.NewEncoder(os.Stdout).Encode(b.Group())
 		select {}
+	case "subreaper":
+		subreaperHelper()
+		os.Exit(0)
 	default:
 		os.Exit(3)
 	}
