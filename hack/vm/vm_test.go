@@ -20,7 +20,8 @@ import (
 
 // setups and scenarios are what the guest must report, each once.
 var (
-	setups    = []string{"root-delegated-unit", "user-delegated-unit", "root-shell-in-unit", "user-manager", "user-login-shell"}
+	setups = []string{"root-delegated-unit", "user-delegated-unit", "root-shell-in-unit", "user-manager", "user-login-shell",
+		"system-unit-file", "user-unit-file"}
 	scenarios = []string{"burst", "setsid-alloc", "setsid-delete", "setsid-pause", "setup-line", "kill9-restart"}
 )
 
@@ -48,8 +49,11 @@ func TestControllerOnCgroupV2WithSystemd(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", pkg, err, b)
 		}
 	}
+	if b, err := exec.Command("cp", "-r", "../../deploy/systemd", filepath.Join(share, "units")).CombinedOutput(); err != nil {
+		t.Fatalf("copy the unit files: %v: %s", err, b)
+	}
 	script := `#!/bin/sh
-/mnt/host/guest setups --bin /mnt/host/lardon3d-controller --out /mnt/host/results.jsonl
+/mnt/host/guest setups --bin /mnt/host/lardon3d-controller --units /mnt/host/units --out /mnt/host/results.jsonl
 echo $? > /mnt/host/guest.status
 `
 	if err := os.WriteFile(filepath.Join(share, "guest.sh"), []byte(script), 0o755); err != nil {

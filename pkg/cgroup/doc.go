@@ -10,11 +10,25 @@
 //     unified hierarchy offers memory;
 //   - the subtree: one directory per hierarchy, Options.Name under the
 //     parent (Options.Parent, or the controller's own cgroup). On v2 the
-//     parent must hand the memory controller down: when the parent is the
-//     controller's own cgroup and the kernel refuses (a cgroup holding
-//     processes cannot enable controllers for its children), the controller
-//     moves itself into a leaf "lardon3d-controller" beside the subtree, as
-//     a systemd-delegated service does;
+//     parent must hand the memory controller down, and only a cgroup
+//     without processes can: the controller moves itself into a leaf
+//     "lardon3d-controller" beside the subtree, as a systemd-delegated
+//     service does;
+//   - on v2 under systemd (/run/systemd/system), whose cgroup the
+//     controller may divide: its own only when the unit it runs in has
+//     Delegate=yes (asked over D-Bus: the system manager, or the user's
+//     manager for a cgroup under user@UID.service) and the controller can
+//     have that cgroup to itself. Elsewhere (a shell's child in a unit, a
+//     login session's scope, a user manager's service) it asks systemd for
+//     a transient scope NAME.scope with Delegate=yes holding the controller
+//     (the system manager as root, the user's own manager otherwise: its
+//     private socket, else the session bus), and builds the subtree there.
+//     A scope a crashed controller left (still holding its batches) is
+//     joined, in its leaf, so its groups are found and killed. Tree.Setup
+//     says which of these happened and why. One scope for the controller
+//     rather than a scope per batch: a batch is then still cloned into its
+//     group before its first instruction (CLONE_INTO_CGROUP), and starting
+//     one costs a mkdir, not a D-Bus round trip and a job;
 //   - one group per batch under the subtree, with its limits: v1
 //     memory.limit_in_bytes (and memory.memsw.limit_in_bytes, so the limit
 //     cannot be dodged by swapping) and memory.soft_limit_in_bytes at the
@@ -41,14 +55,20 @@
 //     and are removed.
 //
 // What it never does: decide a limit (the caller gives it), read or write
-// anything outside the cgroup file systems and /proc, or signal a process
-// that is not listed in one of its groups. It imports no other package of
-// this project.
+// anything outside the cgroup file systems and /proc (but for the D-Bus
+// questions to systemd at Open), write under a systemd cgroup that is not
+// delegated to it, or signal a process that is not listed in one of its
+// groups. It imports no other package of this project.
 //
 // Why not github.com/containerd/cgroups/v3: its Freeze loops without a
 // bound on a process that cannot freeze, its v2 kill fallback waits for
 // (reaps) processes it did not start, and it pulls in D-Bus, eBPF and a
-// logger for the dozen files used here.
+// logger for the dozen files used here. The scope is asked for with
+// github.com/coreos/go-systemd/v22/dbus (over godbus), not with
+// opencontainers/cgroups' systemd manager: that manager owns the unit's
+// resources (it would write limits on the scope, which has none) and, for
+// a user, finds the session bus by running busctl and systemctl, where
+// the user manager's private socket needs no D-Bus daemon.
 //
 // Concurrency: a Tree is immutable after Open (but for what it looks up
 // once: the way back EnterThread opens, the limit files the kernel offers;

@@ -23,7 +23,8 @@
 //     lease's directory, which the controller creates before the batch and
 //     removes at the lease's release; the runner only exports it), OMP_NUM_THREADS,
 //     OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and GOMAXPROCS (the contract's
-//     threads), then Spec.Env in order. $(VAR) in env values and in the
+//     threads), then Spec.Env in order, then LARDON3D_BATCH_ID (BatchIDEnv:
+//     a value of the batch's own, which Spec.Env cannot replace). $(VAR) in env values and in the
 //     command expands as in Kubernetes: "$$" escapes, an unknown reference
 //     stays as written, an env value sees only the variables before it;
 //   - the process group: Setpgid, a parent-death SIGKILL on the leader, the
@@ -43,14 +44,23 @@
 //     above MemoryLimit×(1+tolerance) the group is killed with SIGKILL and
 //     the batch ends with ReasonMemoryExceeded. RSS counts shared pages once
 //     per process, so the sum errs on the high side, and a burst between
-//     two samples is not seen. The reported peak is the highest sampled sum
+//     two samples is not seen. A process outside the group (setsid,
+//     setpgid) is the batch's when, seen for the first time, its parent is
+//     or its environment carries the batch's LARDON3D_BATCH_ID; it is then
+//     counted, stopped, continued and killed with the group (by pid and
+//     start time). One that clears its environment and loses its parent
+//     between two samples is missed. A controller without cgroups also
+//     calls AdoptOrphans: it becomes the child subreaper of its batches, so
+//     a process whose parent ended is re-parented to it, not to init, and
+//     it reaps the ones it did not start (never a batch leader, never a
+//     child in its own process group). The reported peak is the highest sampled sum
 //     (the leader's ru_maxrss is not used: a forked child starts with its
 //     parent's, so it would report the controller's own size);
 //   - the timeout (paused time excluded) and Cancel: SIGTERM and SIGCONT to
 //     every process of the cgroup and the group (a frozen cgroup is thawed
 //     first), SIGKILL after KillGrace;
 //   - pause: the cgroup frozen (every member, whatever its session), or,
-//     without one, SIGSTOP to the group;
+//     without one, SIGSTOP to the group and to the processes found outside it;
 //   - the end: the leader is waited for without being reaped (waitid
 //     WNOWAIT), so its pid and group id cannot be reused while the rest of
 //     the batch is killed; every process left in the cgroup (or, without

@@ -130,6 +130,8 @@ type result struct {
 type setup struct {
 	name string
 	user string // "root" or "tester"
+	// spool is where the setup's controller serves ("": /srv/NAME/spool).
+	spool string
 	// start starts the controller serving spool, its stderr to logFile;
 	// stop ends it.
 	start func(s *setup, bin, spool, logFile string) (stop func(), err error)
@@ -200,6 +202,73 @@ func userUnit(unit string) func(s *setup, bin, spool, logFile string) (func(), e
 	}
 }
 
+// testFlags are the flags the unit files' setups add to the shipped
+// ExecStart (a drop-in), for the test's shorter graces and its log.
+func testFlags() string {
+	return "--cgroups required --load-threshold -1 --kill-grace 2s --delete-grace 1s --log-format json"
+}
+
+// systemUnitFile installs deploy/systemd/lardon3d-controller.service as the
+// README says, with a drop-in that adds the test's flags and log file.
+func systemUnitFile(units string) func(s *setup, bin, spool, logFile string) (func(), error) {
+	return func(s *setup, bin, spool, logFile string) (func(), error) {
+		if err := sh("install", "-m", "755", bin, "/usr/local/bin/lardon3d-controller"); err != nil {
+			return nil, err
+		}
+		if err := sh("install", "-m", "644", filepath.Join(units, "lardon3d-controller.service"), "/etc/systemd/system/"); err != nil {
+			return nil, err
+		}
+		dropIn := fmt.Sprintf("[Service]\nExecStart=\nExecStart=/usr/local/bin/lardon3d-controller run --spool /var/spool/lardon3d %s\nStandardError=append:%s\n", testFlags(), logFile)
+		if err := os.MkdirAll("/etc/systemd/system/lardon3d-controller.service.d", 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile("/etc/systemd/system/lardon3d-controller.service.d/test.conf", []byte(dropIn), 0o644); err != nil {
+			return nil, err
+		}
+		_ = sh("systemctl", "reset-failed", "lardon3d-controller")
+		if err := sh("systemctl", "daemon-reload"); err != nil {
+			return nil, err
+		}
+		if err := sh("systemctl", "enable", "--now", "lardon3d-controller"); err != nil {
+			return nil, err
+		}
+		return func() { _ = sh("systemctl", "disable", "--now", "lardon3d-controller") }, nil
+	}
+}
+
+// userUnitFile installs deploy/systemd/user/lardon3d-controller.service for
+// tester as the README says, with the same drop-in.
+func userUnitFile(units string) func(s *setup, bin, spool, logFile string) (func(), error) {
+	return func(s *setup, bin, spool, logFile string) (func(), error) {
+		home := "/home/" + s.user
+		as := []string{"-u", s.user, "--", "env", "XDG_RUNTIME_DIR=/run/user/1000"}
+		if err := sh("runuser", append(as, "install", "-D", "-m", "755", bin, home+"/.local/bin/lardon3d-controller")...); err != nil {
+			return nil, err
+		}
+		if err := sh("runuser", append(as, "install", "-D", "-m", "644", filepath.Join(units, "user/lardon3d-controller.service"), home+"/.config/systemd/user/lardon3d-controller.service")...); err != nil {
+			return nil, err
+		}
+		dropIn := fmt.Sprintf("[Service]\nExecStart=\nExecStart=%%h/.local/bin/lardon3d-controller run --spool %%h/lardon3d/spool %s\nStandardError=append:%s\n", testFlags(), logFile)
+		dir := home + "/.config/systemd/user/lardon3d-controller.service.d"
+		if err := sh("runuser", append(as, "mkdir", "-p", dir)...); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(dir+"/test.conf", []byte(dropIn), 0o644); err != nil {
+			return nil, err
+		}
+		_ = sh("runuser", append(as, "systemctl", "--user", "reset-failed", "lardon3d-controller")...)
+		if err := sh("runuser", append(as, "systemctl", "--user", "daemon-reload")...); err != nil {
+			return nil, err
+		}
+		if err := sh("runuser", append(as, "systemctl", "--user", "enable", "--now", "lardon3d-controller")...); err != nil {
+			return nil, err
+		}
+		return func() {
+			_ = sh("runuser", append(as, "systemctl", "--user", "disable", "--now", "lardon3d-controller")...)
+		}, nil
+	}
+}
+
 // loginShell starts the controller from tester's login shell (su -l): it
 // runs in the session's scope, beside su, as from a terminal.
 func loginShell(s *setup, bin, spool, logFile string) (func(), error) {
@@ -225,6 +294,7 @@ func setups(args []string) error {
 	bin := fs.String("bin", "", "lardon3d-controller binary")
 	out := fs.String("out", "", "results file (JSON lines)")
 	only := fs.String("only", "", "run only the setups whose name contains this")
+	units := fs.String("units", "", "deploy/systemd of the project (the unit files' setups)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -254,6 +324,8 @@ func setups(args []string) error {
 		{name: "root-shell-in-unit", user: "root", start: systemUnit("l3d-root-shell", false, true)},
 		{name: "user-manager", user: tester, start: userUnit("l3d-user-manager")},
 		{name: "user-login-shell", user: tester, start: loginShell},
+		{name: "system-unit-file", user: "root", spool: "/var/spool/lardon3d", start: systemUnitFile(*units)},
+		{name: "user-unit-file", user: tester, spool: "/home/tester/lardon3d/spool", start: userUnitFile(*units)},
 	}
 	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -290,6 +362,18 @@ func runSetup(s *setup, controller, guest string) []result {
 	base := filepath.Join("/srv", s.name)
 	spool, work := filepath.Join(base, "spool"), filepath.Join(base, "work")
 	logFile := filepath.Join(base, "controller.log")
+	if s.spool != "" {
+		spool = s.spool
+		if err := os.MkdirAll(spool, 0o700); err != nil {
+			return []result{{Setup: s.name, Scenario: "setup", Detail: err.Error()}}
+		}
+		if err := chownTo(filepath.Dir(spool), s.user); err != nil && s.user != "root" {
+			return []result{{Setup: s.name, Scenario: "setup", Detail: err.Error()}}
+		}
+		if err := chownTo(spool, s.user); err != nil {
+			return []result{{Setup: s.name, Scenario: "setup", Detail: err.Error()}}
+		}
+	}
 	fail := func(scenario, format string, a ...any) []result {
 		return []result{{Setup: s.name, Scenario: scenario, Detail: fmt.Sprintf(format, a...)}}
 	}
