@@ -388,39 +388,17 @@ func runSetup(s *setup, controller, guest string) []result {
 	if err := chownTo(base, s.user); err != nil {
 		return fail("setup", "%v", err)
 	}
+	strict := func(memory string) string {
+		return "  retries: 0\n  resources: {fixed: {memory: " + memory + "}, estimate: strict}\n"
+	}
+	small := "  resources: {fixed: {memory: 16Mi}}\n"
 	// In this order: the guest has two CPUs, and the two tasks that hold
 	// one each until the end are admitted after the two short ones.
 	manifests := []struct{ name, body string }{
-		{"burst", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [%s, alloc, --populate, 1Gi]
-  items: {count: 1}
-  retries: 0
-  resources: {fixed: {memory: 64Mi}, estimate: strict}
-`, guest)},
-		{"setsid-alloc", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [setsid, -w, %s, alloc, 600Mi]
-  items: {count: 1}
-  retries: 0
-  resources: {fixed: {memory: 32Mi}, estimate: strict}
-`, guest)},
-		{"setsid-delete", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [sh, -c, 'setsid %s hold %s/hold.pid & exec sleep 600']
-  items: {count: 1}
-  resources: {fixed: {memory: 16Mi}}
-`, guest, work)},
-		{"setsid-pause", fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [sh, -c, 'setsid %s tick %s/tick.pid %s/tick.log & exec sleep 600']
-  items: {count: 1}
-  resources: {fixed: {memory: 16Mi}}
-`, guest, work, work)},
+		{"burst", manifest(fmt.Sprintf("[%s, alloc, --populate, 1Gi]", guest), strict("64Mi"))},
+		{"setsid-alloc", manifest(fmt.Sprintf("[setsid, -w, %s, alloc, 600Mi]", guest), strict("32Mi"))},
+		{"setsid-delete", manifest(fmt.Sprintf("[sh, -c, 'setsid %s hold %s/hold.pid & exec sleep 600']", guest, work), small)},
+		{"setsid-pause", manifest(fmt.Sprintf("[sh, -c, 'setsid %s tick %s/tick.pid %s/tick.log & exec sleep 600']", guest, work, work), small)},
 	}
 	stop, err := s.start(s, controller, spool, logFile)
 	if err != nil {
@@ -539,13 +517,7 @@ spec:
 	// dead one, where it has one).
 	func() {
 		path := filepath.Join(spool, "leftover.yaml")
-		body := fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
-kind: Task
-spec:
-  command: [sh, -c, 'setsid %s hold %s/left.pid & exec sleep 600']
-  items: {count: 1}
-  resources: {fixed: {memory: 16Mi}}
-`, guest, work)
+		body := manifest(fmt.Sprintf("[sh, -c, 'setsid %s hold %s/left.pid & exec sleep 600']", guest, work), small)
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			add("kill9-restart", false, "%v", err)
 			return
@@ -583,6 +555,12 @@ spec:
 		add("kill9-restart", err == nil && strings.Contains(line, "cgroup v2"), "the setsid child of the killed controller's batch is gone; the new controller: %s; the task runs again: %v", line, err)
 	}()
 	return results
+}
+
+// manifest is a task of one item running command (a YAML flow sequence),
+// with the spec lines in extra.
+func manifest(command, extra string) string {
+	return "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nspec:\n  command: " + command + "\n  items: {count: 1}\n" + extra
 }
 
 // cli runs a controller verb as user.
