@@ -421,8 +421,11 @@ func runSetup(s *setup, controller, guest string) []result {
 		results = append(results, result{Setup: s.name, Scenario: scenario, OK: ok, Detail: fmt.Sprintf(format, a...), Cgroups: setupLine})
 	}
 	// The kernel's limit: the contract plus the 10 % tolerance, which
-	// the kernel counts in whole pages.
+	// the kernel counts in whole pages; its recorded peak may pass it by
+	// a charge batch (64 pages, seen: one page), never by the 1 GiB or
+	// 600 MiB asked.
 	limit := func(contract int64) int64 { return (contract + contract/10 + 4095) &^ 4095 }
+	const chargeSlack = 64 * 4096
 
 	// 1. A 1 GiB MAP_POPULATE burst under a strict 64Mi contract is
 	// stopped at its limit: MemoryExceeded, the kernel's peak at most
@@ -432,7 +435,7 @@ func runSetup(s *setup, controller, guest string) []result {
 	} else {
 		lb := task.Status.LastBatch
 		peak := peakOf(lb)
-		ok := lb != nil && lb.Reason == v1alpha1.ReasonMemoryExceeded && peak > 0 && peak <= limit(64<<20)
+		ok := lb != nil && lb.Reason == v1alpha1.ReasonMemoryExceeded && peak > 0 && peak <= limit(64<<20)+chargeSlack
 		add("burst", ok, "phase %s, reason %s, peak %s (limit %s)", task.Status.Phase, reasonOf(lb), mib(peak), mib(limit(64<<20)))
 	}
 	// 2. An allocator that left the session (setsid -w) is held to its
@@ -442,7 +445,7 @@ func runSetup(s *setup, controller, guest string) []result {
 	} else {
 		lb := task.Status.LastBatch
 		peak := peakOf(lb)
-		ok := lb != nil && lb.Reason == v1alpha1.ReasonMemoryExceeded && peak <= limit(32<<20)
+		ok := lb != nil && lb.Reason == v1alpha1.ReasonMemoryExceeded && peak <= limit(32<<20)+chargeSlack
 		add("setsid-alloc", ok, "phase %s, reason %s, peak %s (limit %s)", task.Status.Phase, reasonOf(lb), mib(peak), mib(limit(32<<20)))
 	}
 	// 3. A child that left the session dies with its deleted task.
