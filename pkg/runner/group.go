@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -170,26 +169,8 @@ func (g *groupSampler) escaped(pid int) bool {
 // procfs's stat of the directory and parse of all 52 fields (5 % of a run
 // of short tasks).
 func StartTicks(procRoot string, pid int) (uint64, error) {
-	path := filepath.Join(procRoot, strconv.Itoa(pid), "stat")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	// The command (field 2) is in parentheses and may hold any byte: the
-	// fields after it start past the last ')'. The first is field 3.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("%s: no command field", path)
-	}
-	f := bytes.Fields(data[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("%s: %d fields after the command, want at least 20", path, len(f))
-	}
-	ticks, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: start time: %w", path, err)
-	}
-	return ticks, nil
+	st, err := readStat(procRoot, pid)
+	return st.startTicks, err
 }
 
 // bootID is this boot's id, read once: it cannot change while the
@@ -374,7 +355,7 @@ func killByEnv(procRoot, entry string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list processes: %w", err)
 	}
-	want := []byte(entry + "\x00")
+	want := []byte(entry)
 	self, ownGroup, uid := os.Getpid(), unix.Getpgrp(), uint32(os.Getuid())
 	groups := map[int]bool{}
 	found := 0
@@ -387,8 +368,7 @@ func killByEnv(procRoot, entry string) (int, error) {
 		if unix.Stat(filepath.Join(procRoot, e.Name()), &st) != nil || st.Uid != uid {
 			continue // another user's process, whatever its environment
 		}
-		env, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "environ"))
-		if err != nil || !(bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))) {
+		if !carriesMarker(procRoot, pid, want) {
 			continue
 		}
 		found++
