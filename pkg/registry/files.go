@@ -1,0 +1,230 @@
+package registry
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	lockName    = "registry.lock"
+	claimPrefix = "controller-"
+	claimSuffix = ".json"
+	// tempPrefix names claims being written: never read as claims, and
+	// removed under the registry lock, where none can be in progress.
+	tempPrefix = ".claim-"
+	// noFollow opens nothing through a symlink planted under one of our
+	// names, and does not hang on a FIFO planted there.
+	noFollow     = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	maxClaimSize = 1 << 20
+	// lockWait bounds the wait for the registry lock, which another
+	// Acquire holds only for a few file operations.
+	lockWait = 10 * time.Second
+)
+
+// lockRegistry takes the exclusive flock on dir's registry.lock, waiting
+// at most lockWait, and returns its release.
+func lockRegistry(dir string) (func(), error) {
+	path := filepath.Join(dir, lockName)
+	f, err := openLock(path)
+	if err != nil {
+		return nil, fmt.Errorf("registry lock: %w", err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			_ = f.Close()
+			return nil, fmt.Errorf("registry lock %s: %w", path, err)
+		}
+		time.Sleep(delay)
+	}
+}
+
+// openLock opens the registry lock file, creating it writable by everyone
+// when missing. An existing one is opened without O_CREAT: with
+// fs.protected_regular, O_CREAT on another user's file in a sticky
+// directory fails even where the mode allows the open.
+func openLock(path string) (*os.File, error) {
+	for range 3 {
+		f, err := os.OpenFile(path, os.O_RDWR|noFollow, 0)
+		if errors.Is(err, fs.ErrPermission) {
+			// flock works on a read-only descriptor too.
+			return os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return f, err
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|noFollow, 0o666)
+		if err == nil {
+			// Past the umask: every user's controller opens it.
+			return f, f.Chmod(0o666)
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		// Another controller created it meanwhile: open that one.
+	}
+	return nil, fmt.Errorf("%s keeps appearing and vanishing", path)
+}
+
+// scan returns the live claims in dirs, by PID. In pruneIn, whose
+// registry lock the caller holds, it removes stale claims and abandoned
+// temporary files (where it may: in a sticky directory, not another
+// user's); only there, since without the lock a new claim could take a
+// stale one's name between the check and the removal.
+func scan(dirs []string, pruneIn string) ([]Claim, error) {
+	var live []Claim
+	var errs []error
+	for _, dir := range dirs {
+		if !readable(dir) {
+			continue
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("registry directory %s: %w", dir, err))
+			continue
+		}
+		prune := dir == pruneIn
+		for _, e := range entries {
+			path := filepath.Join(dir, e.Name())
+			switch {
+			case isClaimName(e.Name()):
+				c, alive, err := inspect(path, prune)
+				if err != nil {
+					errs = append(errs, err)
+				} else if alive {
+					live = append(live, c)
+				}
+			case prune && strings.HasPrefix(e.Name(), tempPrefix):
+				_ = os.Remove(path)
+			}
+		}
+	}
+	slices.SortFunc(live, func(a, b Claim) int { return cmp.Compare(a.PID, b.PID) })
+	return live, errors.Join(errs...)
+}
+
+// inspect reads the claim at path and says whether its controller lives:
+// it does while it holds the file's exclusive flock, so a shared one is
+// refused. A claim whose lock can be had is stale (its controller died
+// without Release) and is removed when prune is set.
+func inspect(path string, prune bool) (Claim, bool, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		// Gone since listed (released), a symlink, or unreadable: none is
+		// a claim a controller wrote (they are regular files, mode 0644).
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ELOOP) {
+			return Claim{}, false, nil
+		}
+		return Claim{}, false, fmt.Errorf("claim %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return Claim{}, false, nil
+	}
+	switch err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
+	case err == nil:
+		if prune {
+			_ = os.Remove(path)
+		}
+		return Claim{}, false, nil
+	case !errors.Is(err, unix.EWOULDBLOCK):
+		return Claim{}, false, fmt.Errorf("claim %s: %w", path, err)
+	}
+	var c Claim
+	data, err := io.ReadAll(io.LimitReader(f, maxClaimSize))
+	if err != nil || json.Unmarshal(data, &c) != nil || c.PID <= 0 {
+		// Alive but unreadable: its name and owner still say who it is.
+		uid := -1
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid = int(st.Uid)
+		}
+		c = Claim{PID: pidOfName(filepath.Base(path)), UID: uid, User: userName(uid)}
+	}
+	return c, true, nil
+}
+
+// publish writes want to a new claim file in dir and returns it open,
+// holding its exclusive flock, with the file's path. The file is written
+// under a temporary name and linked to its own: link never replaces, so a
+// claim never takes the file of another, and readers never see it half
+// written or unlocked.
+func publish(dir string, want Claim) (*os.File, string, error) {
+	data, err := json.Marshal(want)
+	if err != nil {
+		return nil, "", err
+	}
+	// O_EXCL: never follows a symlink. Close-on-exec: a batch must not keep
+	// the claim alive after its controller died.
+	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return nil, "", fmt.Errorf("write claim: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	path, err := link(tmp, dir, want.PID, append(data, '\n'))
+	if err != nil {
+		_ = tmp.Close()
+		return nil, "", fmt.Errorf("write claim: %w", err)
+	}
+	return tmp, path, nil
+}
+
+// link locks and fills tmp, then links it to the first free claim name for
+// pid in dir: controller-PID.json, else controller-PID.N.json (a claim
+// with this PID from this process, or another user's stale one that we
+// may not remove).
+func link(tmp *os.File, dir string, pid int, data []byte) (string, error) {
+	if err := tmp.Chmod(0o644); err != nil { // readable by every user's CLI
+		return "", err
+	}
+	if err := unix.Flock(int(tmp.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return "", err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return "", err
+	}
+	for n := 0; ; n++ {
+		path := filepath.Join(dir, claimName(pid, n))
+		err := os.Link(tmp.Name(), path)
+		if err == nil || !errors.Is(err, fs.ErrExist) || n == 100 {
+			return path, err
+		}
+	}
+}
+
+func claimName(pid, n int) string {
+	name := claimPrefix + strconv.Itoa(pid)
+	if n > 0 {
+		name += "." + strconv.Itoa(n)
+	}
+	return name + claimSuffix
+}
+
+func isClaimName(name string) bool {
+	return strings.HasPrefix(name, claimPrefix) && strings.HasSuffix(name, claimSuffix)
+}
+
+// pidOfName is the PID in a claim file's name, 0 if none.
+func pidOfName(name string) int {
+	s := strings.TrimSuffix(strings.TrimPrefix(name, claimPrefix), claimSuffix)
+	s, _, _ = strings.Cut(s, ".")
+	pid, _ := strconv.Atoi(s)
+	return pid
+}
