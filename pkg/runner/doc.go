@@ -17,7 +17,9 @@
 //     own (never a pipe, so a slow controller never stalls the command),
 //     and the last "LARDON3D_PROGRESS n" line gives the items of the batch
 //     it finished (Spec.OnProgress); at most 1 MiB is read per sample;
-//   - the environment: the controller's, then LARDON3D_TASK, _BATCH_INDEX,
+//   - the environment: the controller's (with Spec.User, HOME, USER and
+//     LOGNAME the user's, each removed when the user has no value for it),
+//     then LARDON3D_TASK, _BATCH_INDEX,
 //     _BATCH_START, _BATCH_SIZE, _ITEMS_TOTAL, _ITEMS_FILE, _THREADS,
 //     _MEMORY_LIMIT, _SCRATCH_DIR (when the contract leases scratch: the
 //     lease's directory, which the controller creates before the batch and
@@ -27,6 +29,26 @@
 //     a value of the batch's own, which Spec.Env cannot replace). $(VAR) in env values and in the
 //     command expands as in Kubernetes: "$$" escapes, an unknown reference
 //     stays as written, an env value sees only the variables before it;
+//   - the batch's user (Spec.User, the owner of the task's manifest, as
+//     atd, cron and slurmd run a job as its owner; LookupUser fills it
+//     from os/user): a controller running as root starts the command with
+//     the user's uid, gid and supplementary groups (SysProcAttr.Credential,
+//     set in the child before the exec; never root's groups), whatever the
+//     uid, 0 included; one that is not root runs a batch only as itself
+//     (ErrRunAsUser otherwise). The items file is then the user's (fchown
+//     on its descriptor before it is written; a pool file of another user
+//     is unlinked, never handed on) in a run directory that stays the
+//     controller's, made traversable (0711), the log saying when a
+//     directory above it bars the user. For a uid other than 0 the run
+//     and log directories, and every directory above them, must be root's
+//     or the controller's, writable by their owner alone (sticky ones
+//     above aside): root writes there by path, and a user who could
+//     change one could plant a link where root writes (ErrRunAsUser
+//     otherwise). The log file is inherited as an open descriptor, so its
+//     mode does not matter. The
+//     scratch directory and the working directory are the caller's to make
+//     usable by the user. Everything the runner does to the batch
+//     (signals, cgroup, freezer, procfs reads) it does as root;
 //   - the process group: Setpgid, a parent-death SIGKILL on the leader, the
 //     CPU affinity of Spec.CPUs (set on the forking thread so the child is
 //     bound from its first instruction; when the kernel refuses, the batch
@@ -72,12 +94,18 @@
 // Crash safety: the parent-death signal kills the leader when the
 // controller dies (Linux delivers it when the thread that forked the child
 // exits: do not call Start from a goroutine locked to its thread that then
-// ends). Grandchildren do not get it; Batch.Group gives the group id with
-// the leader's start time, the boot id and the cgroup, to be recorded;
+// ends). It holds for a batch run as another user: the kernel clears the
+// setting when the credentials change, and Go's forkExec sets it after
+// setgroups, setgid and setuid; the exec of a set-user-ID binary clears it
+// again, as for any batch. Grandchildren do not get it; Batch.Group gives
+// the group id with the leader's start time, the boot id and the cgroup,
+// to be recorded;
 // KillLeftover kills what a crashed controller left (everything in the
 // cgroup, then the group, never a process whose pid was reused), and
 // KillLeftoverCgroups everything left under the subtree. KillByEnv, for a
-// controller without cgroups, kills only the caller's user's processes.
+// controller without cgroups, kills only the caller's user's processes (a
+// root controller's thus does not reach a batch run as another user: only
+// its cgroup or its recorded group does).
 //
 // What it must never do: decide admission or read the machine's budgets
 // (the governor does), retry or resize batches (the queue does), signal a

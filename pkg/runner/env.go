@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -36,6 +37,15 @@ func (e *environment) set(name, value string) {
 	e.values[name] = value
 }
 
+// unset removes name, wherever it is.
+func (e *environment) unset(name string) {
+	if _, ok := e.values[name]; !ok {
+		return
+	}
+	delete(e.values, name)
+	e.names = slices.DeleteFunc(e.names, func(n string) bool { return n == name })
+}
+
 func (e *environment) lookup(name string) (string, bool) {
 	v, ok := e.values[name]
 	return v, ok
@@ -57,11 +67,15 @@ var threadVars = []string{
 }
 
 // buildEnv returns the command's environment and its expanded argv: base
-// (the controller's environment), then the LARDON3D_* and thread variables,
+// (the controller's environment, with HOME, USER and LOGNAME those of
+// s.User when set), then the LARDON3D_* and thread variables,
 // then s.Env in order, each value expanded against what precedes it; the
 // command is expanded against the whole result.
 func buildEnv(base []string, s Spec, itemsFile string) (env []string, argv []string, err error) {
 	e := newEnvironment(base)
+	if s.User != nil {
+		applyUserEnv(e, s.User)
+	}
 	e.set("LARDON3D_TASK", s.Task)
 	e.set("LARDON3D_BATCH_INDEX", strconv.FormatInt(s.BatchIndex, 10))
 	e.set("LARDON3D_BATCH_START", strconv.FormatInt(s.BatchStart, 10))

@@ -38,6 +38,9 @@ type Batch struct {
 	started   time.Time
 	log       *os.File
 	itemsFile string
+	// runAs is the user the command is switched to; nil when it runs with
+	// the controller's own credentials.
+	runAs *User
 	// cg is the batch's control group; nil when it runs under the sampler
 	// alone.
 	cg *cgroup.Group
@@ -85,11 +88,22 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
 	}
+	runAs, err := switchUser(s.User)
+	if err != nil {
+		return nil, fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
+	}
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return nil, fmt.Errorf("open procfs: %w", err)
 	}
-	itemsFile, err := writeItems(s)
+	if runAs != nil && runAs.UID != 0 {
+		// Root opens the log by path (O_CREATE, following a link): a
+		// directory only the controller can change.
+		if err := checkControllerOnly(filepath.Dir(s.LogPath), "log directory"); err != nil {
+			return nil, fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
+		}
+	}
+	itemsFile, err := writeItems(s, runAs)
 	if err != nil {
 		return nil, err
 	}
@@ -98,12 +112,18 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	b := &Batch{
-		spec: s, fs: fs, log: logf, itemsFile: itemsFile,
+		spec: s, fs: fs, log: logf, itemsFile: itemsFile, runAs: runAs,
 		cancelCh: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}), done: make(chan struct{}),
 	}
 	b.logf("=== batch %d items %s threads %d memory %s attempt %d at %s ===",
 		s.BatchIndex, itemRange(s), s.Threads, memoryText(s.MemoryLimit), s.Attempt,
 		time.Now().Format(time.RFC3339))
+	if runAs != nil {
+		b.logf("=== batch %d runs as uid %d gid %d groups %v%s ===", s.BatchIndex, runAs.UID, runAs.GID, runAs.Groups, userName(runAs))
+		if why := searchProblem(filepath.Dir(itemsFile), runAs); why != "" {
+			b.logf("=== batch %d: the items file may be out of its reach: %s ===", s.BatchIndex, why)
+		}
+	}
 	fail := func(err error) (*Batch, error) {
 		b.logf("=== batch %d could not start: %v ===", s.BatchIndex, err)
 		_ = logf.Close()
@@ -169,9 +189,14 @@ func (b *Batch) start() error {
 		Stdout: b.log,
 		Stderr: b.log,
 		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
+			Setpgid: true,
+			// Go's forkExec sets it after the credentials change (which
+			// would clear it) and checks the parent is still there.
 			Pdeathsig: syscall.SIGKILL,
 		},
+	}
+	if b.runAs != nil {
+		cmd.SysProcAttr.Credential = b.runAs.credential()
 	}
 	leaders.RLock() // no orphan reaping between the fork and the registration
 	err = launch(cmd, s.CPUs, b.cg, b.logf)
@@ -185,6 +210,15 @@ func (b *Batch) start() error {
 			// execve refused a file that exists: a bad or missing
 			// interpreter (#!), a binary for another machine, no
 			// permission on the way.
+			if b.runAs != nil {
+				msg := fmt.Sprintf("command %q cannot be executed as uid %d: %v", argv[0], b.runAs.UID, errno)
+				if s.WorkingDir != "" && errno == syscall.EACCES {
+					if why := searchProblem(s.WorkingDir, b.runAs); why != "" {
+						msg += " (working directory: " + why + ")"
+					}
+				}
+				return notFoundError(msg)
+			}
 			return notFoundError(fmt.Sprintf("command %q cannot be executed: %v", argv[0], errno))
 		}
 		return err
@@ -860,8 +894,10 @@ func (b *Batch) logf(format string, args ...any) {
 }
 
 // writeItems writes the batch's items, one per line, to a file in s.RunDir
-// (a pool file of s.Spares, else itemsFileName) and returns its path.
-func writeItems(s Spec) (string, error) {
+// (a pool file of s.Spares, else itemsFileName) and returns its path. For
+// a batch run as another user (runAs, uid 0 aside), the run directory is
+// checked and made traversable (prepareRunDir); the file is runAs's.
+func writeItems(s Spec, runAs *User) (string, error) {
 	var sb strings.Builder
 	for _, it := range s.Items {
 		if strings.ContainsAny(it, "\n\r") {
@@ -873,7 +909,12 @@ func writeItems(s Spec) (string, error) {
 	if err := os.MkdirAll(s.RunDir, 0o700); err != nil {
 		return "", fmt.Errorf("create run directory: %w", err)
 	}
-	name, err := writeItemsFile(s.Spares, s.RunDir, itemsFileName(s.Task, s.BatchIndex), []byte(sb.String()))
+	if runAs != nil && runAs.UID != 0 {
+		if err := prepareRunDir(s.RunDir); err != nil {
+			return "", fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
+		}
+	}
+	name, err := writeItemsFile(s.Spares, s.RunDir, itemsFileName(s.Task, s.BatchIndex), []byte(sb.String()), runAs)
 	if err != nil {
 		return "", fmt.Errorf("write items file: %w", err)
 	}
@@ -892,6 +933,14 @@ func itemRange(s Spec) string {
 		return "none"
 	}
 	return fmt.Sprintf("%d..%d", s.BatchStart, s.BatchStart+int64(len(s.Items))-1)
+}
+
+// userName renders u's name for the log: " (name)", or "" when unknown.
+func userName(u *User) string {
+	if u.Name == "" {
+		return ""
+	}
+	return " (" + u.Name + ")"
 }
 
 func memoryText(limit int64) string {

@@ -32,6 +32,9 @@ const (
 	runDirEnv     = "RUNNER_TEST_RUN_DIR"
 	commandEnv    = "RUNNER_TEST_COMMAND"
 	cgroupNameEnv = "RUNNER_TEST_CGROUP"
+	// userEnv, set to "nobody", runs the controller helper's batch as
+	// uid 65534.
+	userEnv = "RUNNER_TEST_USER"
 )
 
 var sink [][]byte
@@ -65,9 +68,17 @@ func TestMain(m *testing.M) {
 				os.Exit(2)
 			}
 		}
+		var u *User
+		if os.Getenv(userEnv) == "nobody" {
+			var err error
+			if u, err = LookupUser(65534, 65534); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
 		b, err := Start(context.Background(), Spec{
 			Task: "orphan", Command: []string{"sh", "-c", command},
-			LogPath: filepath.Join(dir, "log"), RunDir: dir, Items: []string{"0"}, Cgroup: tree,
+			LogPath: filepath.Join(dir, "log"), RunDir: dir, Items: []string{"0"}, Cgroup: tree, User: u,
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

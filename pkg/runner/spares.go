@@ -24,7 +24,10 @@ import (
 // A pooled file is named items-TOKEN-N in its directory. A batch that
 // fails keeps its items under TASK.batch-INDEX.items instead (renamed out
 // of the pool). The pool files a killed process left (by their name
-// pattern) are adopted on the first use of a directory. The zero value is
+// pattern) are adopted on the first use of a directory. A pool file is
+// handed on only to a batch of the user it belongs to (Spec.User): one of
+// another user's is unlinked instead, since that user may still hold it
+// open. The zero value is
 // not usable: use NewSpares. A nil *Spares creates and unlinks every items
 // file, named TASK.batch-INDEX.items.
 type Spares struct {
@@ -106,31 +109,54 @@ func adoptSpares(dir string) []string {
 // a free pool file rewritten in place when there is one, else a new file
 // (a pool file's name with a pool, fallback without). Nothing reads the
 // file before the batch starts, so it needs no temp file; a leftover of a
-// killed controller under the same name is overwritten.
-func writeItemsFile(p *Spares, dir, fallback string, data []byte) (string, error) {
+// killed controller under the same name is overwritten. The file is u's
+// (nil: the controller's user's), claimed on its open descriptor before
+// anything is written (claimItemsFile); a pool file that belongs to another
+// user is unlinked and replaced by a new file, never handed on.
+func writeItemsFile(p *Spares, dir, fallback string, data []byte, u *User) (string, error) {
 	name, reused := p.take(dir, fallback)
 	path := filepath.Join(dir, name)
 	if reused {
-		if err := rewriteInPlace(path, data); err == nil {
+		err := fillItemsFile(path, data, u, false)
+		if err == nil {
 			return path, nil
 		}
-		// Gone or broken: a new file under a new name.
+		if errors.Is(err, errForeignFile) {
+			_ = os.Remove(path)
+		}
+		// Gone, broken or someone else's: a new file under a new name.
 		name, _ = p.take(dir, fallback)
 		path = filepath.Join(dir, name)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return "", err
-	}
-	_, werr := f.Write(data)
-	return path, errors.Join(werr, f.Close())
+	return path, fillItemsFile(path, data, u, true)
 }
 
-// rewriteInPlace writes data over the file at path from offset 0 and cuts
-// it to its length: within the first block nothing is freed or allocated.
-func rewriteInPlace(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+// fillItemsFile writes data over the file at path from offset 0 and cuts
+// it to its length (within the first block nothing is freed or allocated),
+// creating the file when create is set. The file is claimed for u first;
+// with create, one found someone else's is unlinked and made anew.
+func fillItemsFile(path string, data []byte, u *User, create bool) error {
+	flags := os.O_WRONLY | unix.O_NOFOLLOW
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
+		return err
+	}
+	err = claimItemsFile(f, u)
+	if errors.Is(err, errForeignFile) && create {
+		_ = f.Close()
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if f, err = os.OpenFile(path, flags|os.O_EXCL, 0o600); err != nil {
+			return err
+		}
+		err = claimItemsFile(f, u)
+	}
+	if err != nil {
+		_ = f.Close()
 		return err
 	}
 	_, werr := f.WriteAt(data, 0)

@@ -69,8 +69,18 @@ type Spec struct {
 	// Env is added after the controller's environment and the LARDON3D_*
 	// variables, in order; a value may reference any variable before it.
 	Env []EnvVar
-	// WorkingDir of the command ("" keeps the controller's).
+	// WorkingDir of the command ("" keeps the controller's). With User, it
+	// must be reachable by the user (the command enters it as the user).
 	WorkingDir string
+	// User, when set, is who the command runs as: a controller running as
+	// root runs it with User's uid, gid and supplementary groups (exactly
+	// User.Groups), and the items file is the user's; a controller that is
+	// not root runs it only as itself (another uid: Start fails with
+	// ErrRunAsUser). Either way HOME, USER and LOGNAME are the user's,
+	// before Env (which may still set them); one the user has no value for
+	// is removed, not left as the controller's. Nil runs the command as the
+	// controller's own user, with its environment.
+	User *User
 	// Items are this batch's items, written one per line to the items file.
 	Items []string
 	// BatchIndex is the batch's number within the task, from 0.
@@ -93,10 +103,17 @@ type Spec struct {
 	// Timeout kills a batch that has been running (paused time excluded)
 	// longer than this; 0 means none.
 	Timeout time.Duration
-	// LogPath is the task's log file, opened in append mode.
+	// LogPath is the task's log file, opened in append mode. For a batch
+	// run as another User (uid 0 aside), its directory is held to the
+	// rule of RunDir.
 	LogPath string
 	// RunDir is where the items file is written (created when missing),
-	// as TASK.batch-INDEX.items.
+	// as TASK.batch-INDEX.items. For a batch run as another User (uid 0
+	// aside) it and the directories above it must be root's or the
+	// controller's and writable by their owner alone (sticky ones above it
+	// aside; Start fails with ErrRunAsUser otherwise); it is made
+	// traversable (0711), and the directories above it must let the user
+	// through too (the log says when they do not).
 	RunDir string
 	// Spares, when set, recycles the inodes of items files (see Spares);
 	// nil creates each file and unlinks it after a successful batch.

@@ -1,0 +1,286 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrRunAsUser: the batch cannot be run as Spec.User: a controller that is
+// not root asked for another user, or the run or log directory (or one
+// above it) may be changed by someone else than the controller. Start
+// wraps it with the details.
+var ErrRunAsUser = errors.New("cannot run the batch as its user")
+
+// User is who a batch runs as (Spec.User): the owner of the task's
+// manifest, as atd, cron and slurmd run a job as its owner.
+type User struct {
+	// UID is the user id the command runs with (real, effective and saved).
+	UID uint32
+	// GID is the group id the command runs with (real, effective and
+	// saved).
+	GID uint32
+	// Groups are the supplementary groups, set exactly as given: empty
+	// drops the controller's own. LookupUser includes GID, as initgroups
+	// does.
+	Groups []uint32
+	// Name is the login name (USER and LOGNAME); "" when unknown (a uid
+	// without a passwd entry), and then neither is set.
+	Name string
+	// Home is the home directory (HOME); LookupUser gives "/" for a uid
+	// without a passwd entry, as login does for a user without one. ""
+	// leaves HOME unset.
+	Home string
+}
+
+// LookupUser returns the user uid as found by the standard library's
+// os/user (with CGO_ENABLED=0, the pure-Go reader of /etc/passwd and
+// /etc/group; with cgo, NSS): Name and Home from the passwd entry, GID the
+// entry's primary group (the gid argument is not used then), Groups the
+// user's groups (user.LookupGroupIds), GID always among them and first.
+//
+// A uid without a passwd entry is legal (a container, a directory service
+// that is down) and is no error: Name "", Home "/", GID gid (the caller's,
+// typically the manifest file's group), Groups [gid]. Any other lookup
+// failure (unreadable /etc/passwd or /etc/group) is an error: running
+// without the user's groups would not be running as the user.
+func LookupUser(uid, gid uint32) (*User, error) {
+	pw, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if errors.As(err, new(user.UnknownUserIdError)) {
+		return &User{UID: uid, GID: gid, Groups: []uint32{gid}, Home: "/"}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up uid %d: %w", uid, err)
+	}
+	primary, err := strconv.ParseUint(pw.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("look up uid %d: primary gid %q: %w", uid, pw.Gid, err)
+	}
+	u := &User{UID: uid, GID: uint32(primary), Groups: []uint32{uint32(primary)}, Name: pw.Username, Home: pw.HomeDir}
+	if u.Home == "" {
+		u.Home = "/"
+	}
+	ids, err := pw.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("look up the groups of %s (uid %d): %w", pw.Username, uid, err)
+	}
+	for _, id := range ids {
+		g, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("look up the groups of %s (uid %d): gid %q: %w", pw.Username, uid, id, err)
+		}
+		if !slices.Contains(u.Groups, uint32(g)) {
+			u.Groups = append(u.Groups, uint32(g))
+		}
+	}
+	return u, nil
+}
+
+// switchUser returns the user the command must be switched to: u when the
+// controller is root (always, even for uid 0: the gid and groups are the
+// user's then too), nil when the command runs with the controller's own
+// credentials (no u, or u is the controller's own uid: a controller that
+// is not root has nothing to change, nor could it). A controller that is
+// not root cannot run as another uid: an error wrapping ErrRunAsUser.
+func switchUser(u *User) (*User, error) { return switchUserFrom(u, os.Geteuid()) }
+
+// switchUserFrom is switchUser for a controller of effective uid euid.
+func switchUserFrom(u *User, euid int) (*User, error) {
+	if u == nil {
+		return nil, nil
+	}
+	switch {
+	case euid == 0:
+		return u, nil
+	case int64(u.UID) == int64(euid):
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("%w: the controller runs as uid %d, not root, and cannot run a batch as uid %d",
+			ErrRunAsUser, euid, u.UID)
+	}
+}
+
+// credential is the command's credential as u: NoSetGroups false, so the
+// supplementary groups are exactly u's (none when u has none), never the
+// controller's.
+func (u *User) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: slices.Clone(u.Groups)}
+}
+
+// applyUserEnv replaces the controller's HOME, USER and LOGNAME with u's,
+// and drops those u has no value for rather than pass the controller's
+// (root's) on.
+func applyUserEnv(e *environment, u *User) {
+	for _, v := range []struct{ name, value string }{{"HOME", u.Home}, {"USER", u.Name}, {"LOGNAME", u.Name}} {
+		if v.value == "" {
+			e.unset(v.name)
+		} else {
+			e.set(v.name, v.value)
+		}
+	}
+}
+
+// prepareRunDir checks that dir, the run directory of a batch run as
+// another user, and the directories above it can be changed by the
+// controller alone (checkControllerOnly), and makes dir traversable (0711:
+// search, not list) so that the user reaches the items file in it.
+//
+// The run directory is not given to the user (chown): the controller
+// creates, rewrites, renames and removes files in it by path, as root, and
+// a user who could write the directory could plant a hard link to a file
+// of root's under the name of the next items file (O_NOFOLLOW stops
+// symbolic links, not hard links), or swap a pool file between two checks;
+// one who could write a directory above it could swap the whole directory
+// for a symbolic link. Only the items file is the user's
+// (claimItemsFile).
+func prepareRunDir(dir string) error {
+	if err := checkControllerOnly(dir, "run directory"); err != nil {
+		return err
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("run directory: %w", &os.PathError{Op: "open", Path: dir, Err: err})
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("run directory: %w", &os.PathError{Op: "fstat", Path: dir, Err: err})
+	}
+	if !controllerOnly(&st, true) { // swapped since the check
+		return notControllerOnly("run directory", dir, dir, &st)
+	}
+	if st.Mode&0o011 != 0o011 {
+		if err := unix.Fchmod(fd, st.Mode&0o7777|0o011); err != nil {
+			return fmt.Errorf("run directory: %w", &os.PathError{Op: "chmod", Path: dir, Err: err})
+		}
+	}
+	return nil
+}
+
+// checkControllerOnly returns an error wrapping ErrRunAsUser when dir (what
+// names it, in the error), or a directory above it, may be changed by
+// someone else than the controller: a root controller writes there by path
+// for a batch run as another user, who must not be able to swap an entry
+// for a link. A sticky directory above dir (/tmp) is allowed: there no one
+// renames or removes what is not theirs.
+func checkControllerOnly(dir, what string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return fmt.Errorf("%s: %w", what, &os.PathError{Op: "stat", Path: d, Err: err})
+		}
+		if !controllerOnly(&st, d == abs) {
+			return notControllerOnly(what, dir, d, &st)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// controllerOnly is checkControllerOnly's test of one directory of stat
+// st: owned by root or the controller, and written by its owner alone or,
+// above the leaf, sticky.
+func controllerOnly(st *unix.Stat_t, leaf bool) bool {
+	ownerOK := st.Uid == 0 || int64(st.Uid) == int64(os.Geteuid())
+	writeOK := st.Mode&0o022 == 0 || !leaf && st.Mode&unix.S_ISVTX != 0
+	return ownerOK && writeOK
+}
+
+// notControllerOnly says that d, dir or a directory above it, fails
+// controllerOnly.
+func notControllerOnly(what, dir, d string, st *unix.Stat_t) error {
+	where := what + " " + dir
+	if d != dir {
+		where += ": " + d + " above it"
+	}
+	return fmt.Errorf("%w: %s (owner uid %d, mode %#o) may be changed by others than the controller",
+		ErrRunAsUser, where, st.Uid, st.Mode&0o7777)
+}
+
+// errForeignFile: an items file that is not the controller's to hand out
+// (another user's, linked elsewhere, not a regular file).
+var errForeignFile = errors.New("items file belongs to someone else")
+
+// claimItemsFile makes the open items file f u's (u nil: the controller's
+// own user's) before anything is written to it: fchown and fchmod on the
+// descriptor, never by path. A file owned by a third user (a pool file a
+// batch of another user had: it may still hold it open), with another link
+// or not regular, is refused with errForeignFile: the caller removes it
+// and creates a new one.
+func claimItemsFile(f *os.File, u *User) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	euid := uint32(os.Geteuid())
+	want := euid
+	if u != nil {
+		want = u.UID
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || (st.Uid != want && st.Uid != euid) {
+		return errForeignFile
+	}
+	if u == nil {
+		return nil
+	}
+	if st.Uid != u.UID || st.Gid != u.GID {
+		if err := f.Chown(int(u.UID), int(u.GID)); err != nil {
+			return err
+		}
+	}
+	if st.Mode&0o7777 != 0o600 {
+		return f.Chmod(0o600)
+	}
+	return nil
+}
+
+// searchProblem says why u cannot reach what is inside dir (search
+// permission on dir and on every directory above it, judged by the mode
+// bits: ACLs are not read), "" when it can or the check cannot tell.
+func searchProblem(dir string, u *User) string {
+	if u.UID == 0 {
+		return ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	var chain []string
+	for d := abs; ; d = filepath.Dir(d) {
+		chain = append(chain, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	for _, d := range slices.Backward(chain) {
+		var st unix.Stat_t
+		if unix.Stat(d, &st) != nil {
+			return ""
+		}
+		var bit uint32
+		switch {
+		case st.Uid == u.UID:
+			bit = 0o100
+		case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
+			bit = 0o010
+		default:
+			bit = 0o001
+		}
+		if st.Mode&bit == 0 {
+			return fmt.Sprintf("uid %d cannot enter %s (owner uid %d gid %d, mode %#o)", u.UID, d, st.Uid, st.Gid, st.Mode&0o7777)
+		}
+	}
+	return ""
+}
