@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,7 +30,7 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: a table)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if stateDir == "" {
-			stateDir = filepath.Join(g.spool, ".lardon3d")
+			stateDir = spoolStateDir(g.spool)
 		}
 		w := cmd.OutOrStdout()
 		// A running controller publishes its live view; use it when fresh.

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,7 +26,7 @@ func newDescribeCommand(g *globals) *cobra.Command {
 			}
 			var learned *reconcile.ProfileEstimate
 			if f.task != nil {
-				if est, err := reconcile.ReadEstimates(filepath.Join(g.spool, ".lardon3d")); err == nil {
+				if est, err := reconcile.ReadEstimates(spoolStateDir(g.spool), defaultHistoryPath()); err == nil {
 					profile := reconcile.ProfileOf(&f.task.Spec)
 					for i := range est {
 						if est[i].Profile == profile {
@@ -36,13 +35,13 @@ func newDescribeCommand(g *globals) *cobra.Command {
 					}
 				}
 			}
-			describe(cmd.OutOrStdout(), f, learned, time.Now())
+			describe(cmd.OutOrStdout(), f, learned, servingLine(g.spool), time.Now())
 			var batches strings.Builder
 			printBatches(&batches, f)
 			fmt.Fprint(cmd.OutOrStdout(), safeText(batches.String()))
 			// A status the controller cannot write is not in the file: it
 			// publishes the failure in its state directory.
-			if errs, err := reconcile.ReadWriteErrors(filepath.Join(g.spool, ".lardon3d")); err == nil {
+			if errs, err := reconcile.ReadWriteErrors(spoolStateDir(g.spool)); err == nil {
 				if we, ok := errs[f.name()]; ok {
 					fmt.Fprintf(cmd.OutOrStdout(), "Status write:  failing since %s (%d attempts, retrying): %s\n",
 						we.Since.Format(time.RFC3339), we.Attempts, we.Error)
@@ -55,13 +54,15 @@ func newDescribeCommand(g *globals) *cobra.Command {
 
 // describe prints a task's story. Every value from the file (or its
 // name) is escaped (cell), and the whole text again (safeText).
-func describe(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, now time.Time) {
+func describe(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
 	var buf strings.Builder
-	describeTo(&buf, f, learned, now)
+	describeTo(&buf, f, learned, controller, now)
 	fmt.Fprint(w, safeText(buf.String()))
 }
 
-func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, now time.Time) {
+// describeTo writes what describe shows; controller says which controller
+// serves the spool, or that none does ("": not said).
+func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "Name:\t%s\n", cell(f.name()))
@@ -86,7 +87,14 @@ func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate,
 	if st.Phase != "" || f.err == nil {
 		fmt.Fprintf(tw, "Phase:\t%s\n", cell(orDash(string(st.Phase))))
 	}
-	fmt.Fprintf(tw, "Generation:\t%d observed\n", st.ObservedGeneration)
+	if st.ObservedGeneration == 0 && st.Phase == "" {
+		fmt.Fprintf(tw, "Generation:\tnot observed yet (no controller has read this manifest)\n")
+	} else {
+		fmt.Fprintf(tw, "Generation:\t%d observed\n", st.ObservedGeneration)
+	}
+	if controller != "" {
+		fmt.Fprintf(tw, "Controller:\t%s\n", cell(controller))
+	}
 	fmt.Fprintf(tw, "Class:\t%s\n", cell(orDash(string(sp.Class))))
 	fmt.Fprintf(tw, "Command:\t%s\n", cell(strings.Join(sp.Command, " ")))
 	if sp.WorkingDir != "" {

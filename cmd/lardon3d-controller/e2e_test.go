@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
 	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 )
 
@@ -102,7 +103,7 @@ func startController(t testing.TB, spool string, args ...string) *controller {
 	// load-average deferral is the governor's business, tested there.
 	full := append([]string{"run", "--spool", spool, "--log-format", "json", "--kill-grace", "2s", "--load-threshold", "-1"}, args...)
 	cmd := exec.Command(filepath.Join(bin, "lardon3d-controller"), full...)
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = isolated(append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")), spool)
 	c := &controller{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	cmd.Stdout = c.stderr
@@ -142,6 +143,23 @@ func stateDirOf(spool string, args []string) string {
 		}
 	}
 	return filepath.Join(spool, ".lardon3d")
+}
+
+// isolated is the environment of a controller, or of a verb, on spool:
+// the machine's state (its learned history) and its registry of running
+// controllers are the test's own, next to the spool, so that tests running
+// in parallel are machines of their own.
+func isolated(env []string, spool string) []string {
+	base := filepath.Dir(spool)
+	for hasMeta(base) { // a pattern of spools: where they are
+		base = filepath.Dir(base)
+	}
+	return append(env, "XDG_STATE_HOME="+filepath.Join(base, "machine-state"), "LARDON3D_RUN_DIR="+filepath.Join(base, "machine-run"))
+}
+
+// testHistoryPath is the learned history of an isolated controller on spool.
+func testHistoryPath(spool string) string {
+	return filepath.Join(filepath.Dir(spool), "machine-state", "lardon3d", history.FileName)
 }
 
 // syncBuffer is a bytes.Buffer safe to read while the process writes it.
@@ -222,6 +240,11 @@ func phaseOf(t *testing.T, path string) v1alpha1.Phase {
 func runCLI(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "lardon3d-controller"), args...)
+	for i, a := range args {
+		if a == "--spool" && i+1 < len(args) {
+			cmd.Env = isolated(os.Environ(), args[i+1])
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -25,9 +24,9 @@ func newEstimatesCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if stateDir == "" {
-			stateDir = filepath.Join(g.spool, ".lardon3d")
+			stateDir = spoolStateDir(g.spool)
 		}
-		est, err := reconcile.ReadEstimates(stateDir)
+		est, err := reconcile.ReadEstimates(stateDir, defaultHistoryPath())
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

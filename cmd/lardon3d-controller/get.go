@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/registry"
 )
 
 // getOptions are the flags of `get`.
@@ -75,6 +75,9 @@ func newGetCommand(g *globals) *cobra.Command {
 				return &exitError{code: 1, err: err}
 			}
 			_, _ = io.WriteString(cmd.OutOrStdout(), out) // fmt would copy it whole first
+			if o.output == "" || o.output == "wide" {
+				warnUnserved(cmd.ErrOrStderr(), g.spool, files)
+			}
 			if !o.watch {
 				return nil
 			}
@@ -117,7 +120,7 @@ func listTasks(dir string, rows listRows, args []string, sel labels.Selector, o 
 	files = selectLabels(files, sel)
 	sortFiles(files, o.sortBy)
 	if o.output == "wide" {
-		if est, err := reconcile.ReadEstimates(filepath.Join(dir, ".lardon3d")); err == nil && len(est) > 0 {
+		if est, err := reconcile.ReadEstimates(spoolStateDir(dir), defaultHistoryPath()); err == nil && len(est) > 0 {
 			byProfile := make(map[string]*reconcile.ProfileEstimate, len(est))
 			for i := range est {
 				byProfile[est[i].Profile] = &est[i]
@@ -560,4 +563,24 @@ func oneLine(err error) string {
 		s = string(r[:77]) + "..."
 	}
 	return s
+}
+
+// warnUnserved says, on w, that no controller serves the spool when a
+// listed task still waits for one (not terminal): its phase and reason
+// would otherwise stay empty, or stale, with nothing saying why.
+func warnUnserved(w io.Writer, spool string, files []manifestFile) {
+	waiting := false
+	for _, f := range files {
+		if f.task != nil && !v1alpha1.IsTerminal(f.task.Status.Phase) {
+			waiting = true
+			break
+		}
+	}
+	if !waiting {
+		return
+	}
+	if _, ok, err := registry.Serving(spool); ok || err != nil {
+		return
+	}
+	fmt.Fprintln(w, noController(spool))
 }

@@ -84,7 +84,7 @@ func (f *indexFileRows) refresh() {
 // holds it to that).
 func readSpoolListed(dir string, rows listRows, byName bool) ([]manifestFile, error) {
 	if rows == nil {
-		x, err := reconcile.ReadListIndex(filepath.Join(dir, ".lardon3d"), dir)
+		x, err := reconcile.ReadListIndex(spoolStateDir(dir), dir)
 		if err != nil {
 			return readSpool(dir)
 		}

@@ -364,7 +364,7 @@ func listedByController(dir string, args []string, o *getOptions, w io.Writer) b
 	if err != nil {
 		return false
 	}
-	path := filepath.Join(abs, ".lardon3d", ListingSocket)
+	path := filepath.Join(spoolStateDir(abs), ListingSocket)
 	if st, err := os.Lstat(path); err != nil || st.Mode().Type() != fs.ModeSocket {
 		return false // no controller ever served here: no dial
 	}

@@ -47,7 +47,7 @@ spec:
 					t.Errorf("t%02d: %s %+v", i, task.Status.Phase, task.Status.Conditions)
 				}
 			}
-			s, err := history.Open(filepath.Join(spool, ".lardon3d", history.FileName), history.Options{ReadOnly: true})
+			s, err := history.Open(testHistoryPath(spool), history.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ spec:
 				t.Errorf("%d of the %d batches after the first %d had a contract not within [1, 1.25] × their peak", far, len(recs)-firstBatches, firstBatches)
 			}
 			// The estimates verb tells the same story.
-			est, err := reconcile.ReadEstimates(filepath.Join(spool, ".lardon3d"))
+			est, err := reconcile.ReadEstimates(filepath.Join(spool, ".lardon3d"), testHistoryPath(spool))
 			if err != nil || len(est) != 1 || !est[0].OK {
 				t.Fatalf("estimates: %+v, %v", est, err)
 			}
@@ -176,7 +176,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	if code := startController(t, spool, "--exit-when-done", "--memory-capacity", "4Gi").wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("second run: exit %d", code)
 	}
-	s, err := history.Open(filepath.Join(spool, ".lardon3d", history.FileName), history.Options{ReadOnly: true})
+	s, err := history.Open(testHistoryPath(spool), history.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

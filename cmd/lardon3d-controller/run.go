@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,9 +32,17 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
-// budgetConfig is the budget part of the configuration, from --config FILE
-// and flags (flags win).
+// budgetConfig is the configuration, from --config FILE and flags (flags
+// win): the budgets, and for run the spools it serves and where the
+// learned history is.
 type budgetConfig struct {
+	// Spools are the spool directories (or patterns of them) run serves.
+	Spools []string `json:"spools,omitempty"`
+	// History is the learned history's store (default: the machine's).
+	History string `json:"history,omitempty"`
+	// Share lets this controller run beside others that say so too, each
+	// with its MemoryCapacity, fitting together in the machine's memory.
+	Share bool `json:"share,omitempty"`
 	// MemoryCapacity bounds the memory budget below what the machine has.
 	MemoryCapacity *resource.Quantity `json:"memoryCapacity,omitempty"`
 	// MemoryReserved is the system margin.
@@ -244,6 +253,9 @@ func newRunCommand(g *globals) *cobra.Command {
 		metricsAddr  string
 		withPprof    bool
 		stateDir     string
+		historyPath  string
+		spoolArgs    []string
+		share        bool
 		killGrace    time.Duration
 		deleteGrace  time.Duration
 		cgroupMode   string
@@ -254,21 +266,33 @@ func newRunCommand(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the controller on a spool directory",
-		Long: `Run the controller on a spool directory until interrupted or, with
---exit-when-done, until every task is settled.
+		Short: "Run the controller on one or more spool directories",
+		Long: `Run the controller on one or more spool directories until interrupted
+or, with --exit-when-done, until every task is settled.
+
+One controller governs the machine: it serves every spool given (--spool
+A --spool B, or spools: in --config), with one memory budget, one queue in
+arrival order across spools and one learned history. A second controller
+on the same machine is refused, naming the first; two that both say --share,
+each with a --memory-capacity, run side by side when their capacities fit
+in the machine's memory together. Run as root (the system service), it
+serves other users' spools and runs each task as its manifest's owner.
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 	}
 	loadBudgets := budgetFlags(cmd)
 	f := cmd.Flags()
+	// run's --spool repeats, and shadows the global one.
+	f.StringArrayVar(&spoolArgs, "spool", nil, "spool directory to serve, or a pattern of them such as '/home/*/spool' (repeatable; default: spools: in --config, else $LARDON3D_SPOOL, else .)")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled (terminal, paused before admission, or held by dependencies that are): 0 if all are Done, 1 otherwise")
 	f.IntVar(&waitForTasks, "wait-for-tasks", 0, "with --exit-when-done, never exit before this many manifests were seen (start the controller, then drop files)")
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
-	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go (default SPOOL/.lardon3d)")
+	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go, with one spool (default SPOOL/.lardon3d)")
+	f.StringVar(&historyPath, "history", "", "the learned history's store, shared by every spool (default: $STATE_DIRECTORY, $XDG_STATE_HOME/lardon3d, /var/lib/lardon3d as root, else ~/.local/state/lardon3d; file history.db)")
+	f.BoolVar(&share, "share", false, "run beside other controllers of this machine that say --share too, within --memory-capacity (required), all capacities fitting in the machine's memory")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
 	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch, so the kernel enforces its memory limit and kills every process it started: auto (use them where the machine allows, else the RSS sampler, with a warning), required (refuse to start without), off")
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path (as in /proc/self/cgroup) under which the batches' cgroups are created (default: the controller's own cgroup)")
@@ -297,20 +321,57 @@ func newRunCommand(g *globals) *cobra.Command {
 		if deleteGrace <= 0 {
 			return &exitError{code: 2, err: fmt.Errorf("--delete-grace: must be > 0, got %s", deleteGrace)}
 		}
-		// One controller per spool, before anything else touches it.
-		if stateDir == "" {
-			stateDir = filepath.Join(g.spool, ".lardon3d")
+		entries := spoolArgs
+		if len(entries) == 0 {
+			entries = bc.Spools
 		}
-		lock, err := spool.Lock(g.spool, stateDir)
+		if len(entries) == 0 {
+			entries = []string{g.spool}
+		}
+		spools, err := expandSpools(entries)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		defer lock.Unlock()
-		spoolAbs, err := filepath.Abs(g.spool)
+		if len(spools) == 0 {
+			return &exitError{code: 2, err: fmt.Errorf("no spool to serve: %s matched no directory", strings.Join(entries, ", "))}
+		}
+		if stateDir != "" && len(spools) > 1 {
+			return &exitError{code: 2, err: errors.New("--state-dir: one spool only (each spool of several keeps its state in its own directory)")}
+		}
+		if historyPath == "" {
+			historyPath = bc.History
+		}
+		if historyPath == "" {
+			historyPath = defaultHistoryPath()
+		}
+		if f.Changed("share") {
+			bc.Share = share
+		}
+		leases := scratch.New(spools[0], bc.ScratchDirs, log)
+		gov, snapshot, err := newMachine(bc, leases.Prefix())
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		cgroups, err := openCgroups(cgroupMode, cgroupParent, stateDir, log)
+		defer gov.Close()
+		// One controller per spool, then one per machine, before anything
+		// else touches them.
+		placed, err := placeSpools(spools, stateDir)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		for _, p := range placed {
+			lock, err := spool.Lock(p.dir, p.stateDir)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			defer lock.Unlock()
+		}
+		claim, err := claimMachine(bc, placed, snapshot)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		defer func() { _ = claim.Release() }()
+		cgroups, err := openCgroups(cgroupMode, cgroupParent, placed[0].stateDir, log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -325,23 +386,12 @@ func newRunCommand(g *globals) *cobra.Command {
 				log.Warn().Err(err).Msg("processes that leave their batch's process group and lose their parent are not re-parented to the controller")
 			}
 		}
-		leases := scratch.New(spoolAbs, bc.ScratchDirs, log)
-		gov, snapshot, err := newMachine(bc, leases.Prefix())
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		defer gov.Close()
 		for _, w := range bc.warnings() {
 			log.Warn().Msg(w)
 		}
 		if w := bc.capWarning(gov); w != "" {
 			log.Warn().Msg(w)
 		}
-		sp, err := spool.Open(g.spool, spool.Options{AllowShared: allowShared, Logger: log, DeleteGrace: deleteGrace})
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		defer sp.Close()
 		m := metrics.New(gov)
 		if metricsAddr != "" {
 			ln, err := net.Listen("tcp", metricsAddr)
@@ -361,32 +411,37 @@ func newRunCommand(g *globals) *cobra.Command {
 		if bc.MaxParallel != nil {
 			qcfg.MaxParallel = *bc.MaxParallel
 		}
-		ctrl := reconcile.New(reconcile.Config{
-			SpoolDir:     g.spool,
-			StateDir:     stateDir,
+		cfg := reconcile.Config{
+			SpoolDir:     placed[0].dir,
+			StateDir:     placed[0].stateDir,
 			ExitWhenDone: exitWhenDone,
 			WaitForTasks: waitForTasks,
 			KillGrace:    killGrace,
 			Queue:        qcfg,
+			HistoryPath:  historyPath,
 
 			ProvisionalFraction: provFrac,
 			ProvisionalBytes:    provBytes,
 			BatchPolicy:         batchPolicy,
-		}, reconcile.Deps{Spool: sp, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
-
-		ls, err := serveListings(stateDir, spoolAbs, controllerRows{ctrl}, log, m.ObserveListing)
-		if err != nil {
-			log.Warn().Err(err).Msg("get's listings not served; get reads the spool itself")
 		}
+		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		ctx, cancel := context.WithCancel(context.Background())
-		if ls != nil {
-			defer ls.Close()
-			// No listing once the controller stops: its index goes, and get
-			// reads the files itself.
-			context.AfterFunc(ctx, ls.Close)
-		}
-		tuneGC(ctx)
 		defer cancel()
+		served := &servedSpools{host: host, cfg: cfg, log: log, claim: claim, observe: m.ObserveListing, ctx: ctx,
+			opts: spool.Options{AllowShared: allowShared, Logger: log, DeleteGrace: deleteGrace}, failed: map[string]string{}}
+		defer served.close() // once Run returned
+		for _, p := range placed {
+			if err := served.add(p, true, false); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+		}
+		if slices.ContainsFunc(entries, hasMeta) {
+			// Run is started below; a Join before it is refused and
+			// tried again at the next rescan.
+			served.watch(ctx, entries)
+		}
+		log.Info().Strs("spools", spools).Str("history", historyPath).Str("registered", claim.Path()).Msg("serving")
+		tuneGC(ctx)
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 		defer signal.Stop(sigs)
@@ -398,7 +453,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			case <-ctx.Done():
 			}
 		}()
-		out, err := ctrl.Run(ctx)
+		out, err := host.Run(ctx)
 		cancel()
 		if err != nil {
 			return &exitError{code: 2, err: err}

@@ -26,6 +26,8 @@ type runInfo struct {
 	items   []string
 	logPath string
 	runDir  string
+	// user runs the batches (nil: the controller's user).
+	user *runner.User
 	// inputPerItem is the mean size of the items that are files (0 when
 	// none is), for the learner's input term.
 	inputPerItem float64
@@ -207,6 +209,13 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		if err := b.scratch.Create(c.ScratchDir); err != nil {
 			return nil, fmt.Errorf("task %q: %w", qb.Task, err)
 		}
+		if ri.user != nil {
+			// The controller just made it, under a root-owned volume's
+			// lease directory: no link to follow.
+			if err := os.Lchown(c.ScratchDir, int(ri.user.UID), int(ri.user.GID)); err != nil {
+				return nil, fmt.Errorf("task %q: scratch lease for uid %d: %w", qb.Task, ri.user.UID, err)
+			}
+		}
 	}
 	spec := runner.Spec{
 		Task:            qb.Task,
@@ -228,6 +237,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		KillGrace:       b.killGrace,
 		Attempt:         qb.Attempt,
 		Cgroup:          b.cgroups,
+		User:            ri.user,
 	}
 	if b.onProgress != nil {
 		task, gen, index := qb.Task, qb.Generation, qb.Index
@@ -289,10 +299,11 @@ const StateDirEnv = "LARDON3D_STATE_DIR"
 
 // killLeftovers kills what a previous controller on the same state
 // directory left behind: the process groups (and cgroups) on record, then
-// every batch cgroup left under the subtree; without cgroups, every process
-// of this user carrying the state directory in its environment. It returns
-// how many processes it killed. Every record is removed once handled.
-func killLeftovers(stateDir string, cgroups *cgroup.Tree, log zerolog.Logger) int {
+// every batch cgroup left under the subtree (with sweep: no batch of
+// another spool runs there yet); otherwise every process of this user
+// carrying the state directory in its environment. It returns how many
+// processes it killed. Every record is removed once handled.
+func killLeftovers(stateDir string, cgroups *cgroup.Tree, sweep bool, log zerolog.Logger) int {
 	total := 0
 	kill := func(task string, pg runner.ProcessGroup) error {
 		n, err := runner.KillLeftover(pg)
@@ -335,7 +346,7 @@ func killLeftovers(stateDir string, cgroups *cgroup.Tree, log zerolog.Logger) in
 		}
 		_ = os.Remove(f)
 	}
-	if cgroups != nil {
+	if cgroups != nil && sweep {
 		// Every batch is born in a cgroup under the subtree: what is
 		// there is all that can be left, whatever session it moved to.
 		n, err := runner.KillLeftoverCgroups(cgroups)
@@ -403,7 +414,7 @@ func (r runningBatch) Wait() queue.BatchResult {
 }
 
 // runInfoFor builds a task's runInfo from its spec.
-func runInfoFor(t *v1alpha1.Task, spoolDir, stateDir string, items []string) *runInfo {
+func runInfoFor(t *v1alpha1.Task, user *runner.User, spoolDir, stateDir string, items []string) *runInfo {
 	env := make([]runner.EnvVar, 0, 1+len(t.Spec.Env))
 	env = append(env, runner.EnvVar{Name: StateDirEnv, Value: stateDir})
 	for _, e := range t.Spec.Env {
@@ -420,6 +431,7 @@ func runInfoFor(t *v1alpha1.Task, spoolDir, stateDir string, items []string) *ru
 		env:          env,
 		workDir:      v1alpha1.ResolveWorkingDir(t.Spec, spoolDir),
 		items:        items,
+		user:         user,
 		logPath:      filepath.Join(stateDir, "logs", name+".log"),
 		runDir:       filepath.Join(stateDir, "run"),
 	}

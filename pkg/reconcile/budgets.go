@@ -30,7 +30,7 @@ func publishBudgets(stateDir string, v governor.BudgetsView, now time.Time) erro
 		return err
 	}
 	tmp := filepath.Join(stateDir, "."+budgetsFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := os.WriteFile(tmp, data, 0o640); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(stateDir, budgetsFile))
@@ -82,7 +82,7 @@ func publishWriteErrors(stateDir string, errs map[string]WriteError) error {
 		return err
 	}
 	tmp := filepath.Join(stateDir, "."+writeErrorsFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := os.WriteFile(tmp, data, 0o640); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

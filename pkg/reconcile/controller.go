@@ -23,6 +23,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/history"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
@@ -75,6 +76,9 @@ type Config struct {
 	// default) or BatchEfficient (the least predicted time per item, once
 	// a profile's batches showed larger ones cost more per item).
 	BatchPolicy string
+	// HistoryPath is the learned history's store, shared by every spool
+	// of a Host (default: the first spool's STATE/history.db).
+	HistoryPath string
 	// CommitBeforeNextBatch makes a task's next batch wait until the
 	// progress before it is committed in its status (the node agent sets
 	// it: a node lost then loses at most its batches in flight). The spool
@@ -139,19 +143,24 @@ type Deps struct {
 	Logger zerolog.Logger
 }
 
-// Controller is the reconcile loop.
+// Controller is the reconcile loop of one spool.
 type Controller struct {
-	cfg     Config
-	log     zerolog.Logger
+	cfg Config
+	log zerolog.Logger
+	// host is the machine the spool shares with the others the process
+	// serves; idx is the spool's place in it.
+	host    *Host
+	idx     int
 	spool   Spool
 	gov     *governor.Governor
-	queue   *queue.Queue
+	queue   taskQueue
 	batches *batchRunner
 	metrics Metrics
 	inbox   *inbox
 	prober  *prober
-	scratch *scratch.Leases
-	// book is the learned history; store persists it (nil: memory only).
+	// book is the learned history (the host's); store persists it, set
+	// on the first spool's controller only (nil: memory only, or another
+	// spool's).
 	book  *history.Book
 	store *history.Store
 
@@ -160,6 +169,9 @@ type Controller struct {
 	// says the published estimates are stale.
 	pendingHistory []history.Entry
 	estimatesDirty bool
+	// estimatesLearned is the host's learned count the published
+	// estimates include.
+	estimatesLearned int64
 	// historyAt is when the pending records were last appended.
 	historyAt time.Time
 
@@ -175,7 +187,6 @@ type Controller struct {
 	marked []*entry
 	// duePopped counts the items flush popped (tests).
 	duePopped int
-	nextSeq   int64
 	synced    bool
 	// refused counts the phase transitions setPhase refused (bugs).
 	refused int
@@ -186,6 +197,11 @@ type Controller struct {
 	index listIndex
 	// closing is set once Run shuts down: no task is cancelled any more.
 	closing bool
+	// started is set once the host started the loop (Host.spoolsMu).
+	started bool
+	// stopSpool ends the spool's watcher; spoolErr is its result.
+	stopSpool func()
+	spoolErr  chan error
 	// phasesAt is when the phase gauge was last recounted; phasesStale
 	// says a phase changed, or an entry came or went, since.
 	phasesAt    time.Time
@@ -202,6 +218,9 @@ type entry struct {
 	// differ from the file's when an edit waits for the task to stop.
 	appliedHash string
 	fileHash    string
+	// owner runs the task's batches (nil: the controller's user): the
+	// manifest's owner, for a controller running as root (ownerOf).
+	owner       *runner.User
 	inQueue     bool
 	duplicateOf string
 	// urgentAt is when the oldest unwritten phase change happened (zero:
@@ -244,8 +263,14 @@ func (e *entry) editPending() bool {
 	return e.fileHash != e.appliedHash || (e.parseErr != nil && e.status.Phase != v1alpha1.PhaseRejected)
 }
 
-// New builds a controller; Run starts it.
+// New builds the controller of a process that serves one spool; Run
+// starts it. A process that serves several builds a Host and Adds them.
 func New(cfg Config, deps Deps) *Controller {
+	return NewHost(cfg, deps).Add(cfg, deps.Spool)
+}
+
+// withDefaults fills the unset fields of cfg.
+func (cfg Config) withDefaults() Config {
 	if cfg.StateDir == "" {
 		cfg.StateDir = filepath.Join(cfg.SpoolDir, ".lardon3d")
 	}
@@ -270,37 +295,7 @@ func New(cfg Config, deps Deps) *Controller {
 	if cfg.ProvisionalFraction <= 0 || cfg.ProvisionalFraction > 1 {
 		cfg.ProvisionalFraction = DefaultProvisionalFraction
 	}
-	c := &Controller{
-		cfg:     cfg,
-		log:     deps.Logger,
-		spool:   deps.Spool,
-		gov:     deps.Governor,
-		metrics: deps.Metrics,
-		inbox:   newInbox(),
-		entries: make(map[string]*entry),
-		byName:  make(map[string]string),
-		invalid: make(map[string]error),
-		dirty:   make(map[string]struct{}),
-	}
-	if c.metrics == nil {
-		c.metrics = noMetrics{}
-	}
-	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
-	c.batches.commitFirst = cfg.CommitBeforeNextBatch
-	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
-	c.batches.cgroups = deps.Cgroups
-	adm := c.newMachine(deps)
-	c.book = history.NewBook(history.DefaultMaxRecords, history.Params{})
-	l := &learner{
-		book: c.book, gov: deps.Governor,
-		provisional: cfg.ProvisionalFraction, provisionalBytes: cfg.ProvisionalBytes,
-		efficient: cfg.BatchPolicy == BatchEfficient,
-		persist:   func(e history.Entry) { c.inbox.push(e) },
-		now:       time.Now,
-	}
-	c.queue = queue.New(cfg.Queue, adm, c.batches, observerFunc(func(e queue.Event) { c.inbox.push(e) }), queue.WithLearner(l))
-	c.prober.busy = c.queue.Busy
-	return c
+	return cfg
 }
 
 type observerFunc func(queue.Event)
@@ -317,34 +312,45 @@ type Outcome struct {
 
 // Run runs the loop until ctx ends or, with ExitWhenDone, until every task is
 // settled. On return every batch has been stopped, every reservation
-// released, and every status written.
+// released, and every status written. It runs the whole host: call it on
+// the controller New built, not on one a Host's Add did (run the Host).
 func (c *Controller) Run(ctx context.Context) (Outcome, error) {
-	for _, dir := range []string{c.cfg.StateDir, filepath.Join(c.cfg.StateDir, "logs"), filepath.Join(c.cfg.StateDir, "run")} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return Outcome{}, fmt.Errorf("state directory: %w", err)
+	return c.host.Run(ctx)
+}
+
+// prepare makes the state directory and kills what a crashed controller
+// of this spool left, before anything runs again: the groups on record,
+// and with sweep every batch cgroup under the subtree (false once other
+// spools' batches run there).
+//
+// The files and directories inside are readable by the state directory's
+// group (0640, 0750): the state directory itself says who may read (0700
+// SPOOL/.lardon3d; a root controller's directory for another user's spool
+// has that user's group).
+func (c *Controller) prepare(sweep bool) error {
+	if err := os.MkdirAll(c.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	for _, dir := range []string{filepath.Join(c.cfg.StateDir, "logs"), filepath.Join(c.cfg.StateDir, "run")} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("state directory: %w", err)
 		}
 	}
-	// Before anything runs again: what a crashed controller left dies.
-	killLeftovers(c.cfg.StateDir, c.batches.cgroups, c.log)
+	killLeftovers(c.cfg.StateDir, c.batches.cgroups, sweep, c.log)
 	c.batches.journal = newGroupJournal(filepath.Join(c.cfg.StateDir, "run"))
-	defer c.batches.journal.close()
-	c.store = openHistory(c.cfg.StateDir, c.book, c.log)
-	defer func() {
-		if c.store != nil {
-			_ = c.store.Close()
-		}
-	}()
 	c.estimatesDirty = true
-	stopMachine := c.startMachine()
-	spoolCtx, stopSpool := context.WithCancel(context.Background())
-	defer stopSpool()
-	spoolErr := make(chan error, 1)
-	go func() { spoolErr <- c.spool.Run(spoolCtx) }()
+	return nil
+}
 
-	queueCtx, stopQueue := context.WithCancel(context.Background())
-	defer stopQueue()
-	queueDone := make(chan error, 1)
-	go func() { queueDone <- c.queue.Run(queueCtx) }()
+// loop is the owner goroutine while the host runs: it watches the spool
+// and applies its events and the inbox's notes until ctx ends, or the
+// spool stops (its error). With ExitWhenDone it tells the host whether the
+// spool is settled after each pass.
+func (c *Controller) loop(ctx context.Context) error {
+	spoolCtx, stopSpool := context.WithCancel(context.Background())
+	c.stopSpool = stopSpool
+	c.spoolErr = make(chan error, 1)
+	go func() { c.spoolErr <- c.spool.Run(spoolCtx) }()
 
 	flush := time.NewTimer(time.Hour)
 	defer flush.Stop()
@@ -356,20 +362,17 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 	// such rather than parse thousands of them itself.
 	c.index.changed = true
 	c.publishIndex(time.Now())
-	var runErr error
-loop:
+	defer func() { c.closing = true }()
 	for {
 		select {
 		case ev, ok := <-c.spool.Events():
 			if !ok {
 				// The spool closes its events as Run returns: its error,
 				// not the closed channel, is the cause.
-				if err := <-spoolErr; err != nil {
-					runErr = fmt.Errorf("spool: %w", err)
-				} else {
-					runErr = errors.New("spool stopped")
+				if err := <-c.spoolErr; err != nil {
+					return fmt.Errorf("spool %s: %w", c.cfg.SpoolDir, err)
 				}
-				break loop
+				return fmt.Errorf("spool %s stopped", c.cfg.SpoolDir)
 			}
 			c.takeEvent(ev)
 			// Take what else is waiting before flushing: the writes due
@@ -384,11 +387,10 @@ loop:
 			c.publishBudgets()
 			c.countPhases(time.Now(), false) // exact again once a burst of writes ends
 			c.publishEstimates()
-		case err := <-spoolErr:
-			runErr = fmt.Errorf("spool: %w", err)
-			break loop
+		case err := <-c.spoolErr:
+			return fmt.Errorf("spool %s: %w", c.cfg.SpoolDir, err)
 		case <-ctx.Done():
-			break loop
+			return nil
 		}
 		now := time.Now()
 		next := c.flush(now, false)
@@ -401,27 +403,23 @@ loop:
 		if c.writeErrorsChanged {
 			c.publishWriteErrors()
 		}
-		if c.cfg.ExitWhenDone && c.synced && c.settled() {
-			break loop
+		if c.host.cfg.ExitWhenDone {
+			c.host.noteSettled(c.idx, c.synced && c.settled(), len(c.entries)+len(c.invalid))
 		}
 	}
+}
 
-	// Shutdown: stop dispatching and running, then write what is left.
+// finish writes what is left once the queue closed and every batch is
+// gone: the notes of their ends, the spool's last events, every status
+// onto its file's current version; and removes what the running
+// controller published.
+func (c *Controller) finish() Outcome {
 	c.closing = true
-	closeCtx, cancel := context.WithTimeout(context.Background(), c.cfg.KillGrace+5*time.Second)
-	defer cancel()
-	if err := c.queue.Close(closeCtx); err != nil && !errors.Is(err, queue.ErrClosed) {
-		c.log.Warn().Err(err).Msg("closing the queue")
-	}
-	stopQueue()
-	<-queueDone
-	c.batches.cleanups.Wait() // every batch cgroup handed back, every end journaled
-	stopMachine()
 	c.applyInbox()
 	// The spool's goroutine is gone before Run returns; the versions it
 	// read last are applied (the queue is closed: only their statuses
 	// matter now).
-	stopSpool()
+	c.stopSpool()
 	for ev := range c.spool.Events() {
 		if ev.Type != spool.Synced {
 			c.handleFile(ev)
@@ -448,7 +446,7 @@ loop:
 			c.log.Error().Str("task", e.name).Str("file", e.path).Int("attempts", e.writeFailures).Err(e.writeErr).Msg("status still not written at shutdown; the next run resumes from the file's older status")
 		}
 	}
-	return c.outcome(), runErr
+	return c.outcome()
 }
 
 // drainMax bounds how many waiting spool events one pass of Run takes
@@ -517,7 +515,7 @@ func (c *Controller) publishBudgets() {
 // batch. With WaitForTasks, fewer tasks than that are never settled.
 // REQUIRES: owner goroutine.
 func (c *Controller) settled() bool {
-	if len(c.dirty) > 0 || len(c.entries)+len(c.invalid) < c.cfg.WaitForTasks {
+	if len(c.dirty) > 0 {
 		return false
 	}
 	stuck := map[string]bool{} // settled, by task name
@@ -639,13 +637,28 @@ func (c *Controller) handleFile(ev spool.Event) {
 		e = &entry{path: ev.Path, name: name, status: ev.Task.Status}
 		c.putEntry(ev.Path, e)
 		c.byName[name] = ev.Path
-		if e.status.QueueSeq >= c.nextSeq {
-			c.nextSeq = e.status.QueueSeq
-		}
+		c.host.seenSeq(e.status.QueueSeq)
+		e.owner = ownerOf(ev.Identity)
 		c.first(e, ev.Task, ev.Err)
 		return
 	}
+	e.owner = ownerOf(ev.Identity)
 	c.edit(e, ev.Task, ev.Err)
+}
+
+// ownerOf is who runs the task of a manifest version: nil (the
+// controller's user) unless the controller runs as root and another user
+// owns the file; then that user, as atd and cron do. A user the passwd
+// database does not know still runs as its uid and gid, never as root.
+func ownerOf(id spool.FileIdentity) *runner.User {
+	if id.UID == 0 || os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := runner.LookupUser(id.UID, id.GID)
+	if err != nil {
+		return &runner.User{UID: id.UID, GID: id.GID, Groups: []uint32{id.GID}, Home: "/"}
+	}
+	return u
 }
 
 // moveEntry moves the task of the manifest at from to the path to (a
@@ -817,10 +830,9 @@ func (c *Controller) nextGeneration(e *entry, cause string) bool {
 	carry := st.Progress.InputsHash == inputs && st.Progress.ItemsTotal == total
 	seq := st.QueueSeq
 	if seq == 0 {
-		c.nextSeq++
-		seq = c.nextSeq
+		seq = c.host.nextSeq()
 	}
-	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	ri := runInfoFor(t, e.owner, c.cfg.SpoolDir, c.cfg.StateDir, items)
 	qt := c.queueTask(e, seq, gen, total)
 	qt.InputBytesPerItem = ri.inputPerItem
 	qt.ItemsDone, qt.BatchesDone = 0, 0
@@ -947,10 +959,9 @@ func (c *Controller) resume(e *entry) {
 		lb.ItemsReported, stale = nil, true
 	}
 	if st.QueueSeq == 0 {
-		c.nextSeq++
-		st.QueueSeq = c.nextSeq
+		st.QueueSeq = c.host.nextSeq()
 	}
-	ri := runInfoFor(t, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	ri := runInfoFor(t, e.owner, c.cfg.SpoolDir, c.cfg.StateDir, items)
 	c.batches.set(e.name, st.ObservedGeneration, ri)
 	c.batches.noteCommitted(e.name, st.ObservedGeneration, st.Progress.ItemsDone)
 	qt := c.queueTask(e, st.QueueSeq, st.ObservedGeneration, total)
@@ -1141,14 +1152,15 @@ func (c *Controller) flushHistory() {
 // publishEstimates publishes every profile's model for the estimates verb
 // when it changed. REQUIRES: owner goroutine.
 func (c *Controller) publishEstimates() {
-	if !c.estimatesDirty {
+	learned := c.host.learned.Load()
+	if !c.estimatesDirty && learned == c.estimatesLearned {
 		return
 	}
 	if err := publishEstimates(c.cfg.StateDir, Estimates(c.book)); err != nil {
 		c.log.Debug().Err(err).Msg("estimates not published")
 		return
 	}
-	c.estimatesDirty = false
+	c.estimatesDirty, c.estimatesLearned = false, learned
 }
 
 // handleNote applies a note from the inbox. REQUIRES: owner goroutine.

@@ -2,7 +2,27 @@
 // manifests to queue tasks and writes every transition back into the
 // manifest's status block.
 //
-// Ownership. One goroutine (Controller.Run) owns every entry: the parsed
+// The host (host.go). One process governs the machine: a Host holds what
+// the spools it serves share, the governor, the prober, the queue (one
+// arrival order: QueueSeq numbers are handed out across spools), the
+// learned history (one book, one store at Config.HistoryPath, fed by the
+// first spool's goroutine) and the scratch leases; each spool added keeps a
+// Controller of its own, with its own goroutine, entries, state directory,
+// index and logs. The queue knows the tasks of the n-th spool (n > 0) by
+// a prefix "n\x1f" (names never hold control characters), so dependencies
+// resolve within a spool; the host routes the queue's events and batches
+// back to their spool's controller without it. Host.Run prepares every
+// spool (killing what a crashed controller left) before the queue runs,
+// stops every spool's loop, closes the queue, waits for every batch, then
+// lets each controller write what is left. New serves one spool.
+//
+// Users. A controller running as root runs the batches of a manifest
+// another user owns as that user (ownerOf: uid, gid, groups and HOME from
+// the passwd database, runner.Spec.User), never as root; the spool accepts
+// only files of the spool directory's owner and root, so the owner decides.
+// Their scratch lease directory is handed to them.
+//
+// Ownership. One goroutine per spool (Controller.loop) owns every entry: the parsed
 // manifest, the authoritative in-memory status and the write schedule. Spool
 // events, queue events, process-group notes and the progress a running
 // batch reports (runner.Spec.OnProgress: status.lastBatch.itemsReported,
@@ -134,7 +154,8 @@
 // need, bumped, with an EstimateTooLow condition; estimate: strict keeps
 // halving and failing at batch.min. Lock order: queue, book, governor.
 //
-// Locking. The owner goroutine holds no lock of its own but listIndex.mu
+// Locking. Host.mu guards only the per-spool reports (phase counts,
+// readiness, settled), a leaf. The owner goroutine holds no lock of its own but listIndex.mu
 // (only while it stores or drops a list row); it calls the queue
 // (which takes Queue.mu, then the governor's) and the spool's write-back
 // (per-file locks) but never while holding the batch adapter's mutex, which

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -92,17 +93,21 @@ func publishEstimates(stateDir string, est []ProfileEstimate) error {
 		return err
 	}
 	tmp := filepath.Join(stateDir, "."+estimatesFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := os.WriteFile(tmp, data, 0o640); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(stateDir, estimatesFile))
 }
 
-// ReadEstimates returns every profile's summary from the history in
-// stateDir: from the store when no controller holds it, else from what
-// the running controller published. No history at all is an empty list.
-func ReadEstimates(stateDir string) ([]ProfileEstimate, error) {
-	path := filepath.Join(stateDir, history.FileName)
+// ReadEstimates returns every profile's summary from the history a
+// controller of stateDir keeps at historyPath ("": STATE/history.db):
+// from the store when no controller holds it, else from what the running
+// controller published in stateDir. No history at all is an empty list.
+func ReadEstimates(stateDir, historyPath string) ([]ProfileEstimate, error) {
+	path := historyPath
+	if path == "" {
+		path = filepath.Join(stateDir, history.FileName)
+	}
 	s, err := history.Open(path, history.Options{ReadOnly: true})
 	switch {
 	case err == nil:
@@ -133,12 +138,12 @@ func ReadEstimates(stateDir string) ([]ProfileEstimate, error) {
 	return out, nil
 }
 
-// openHistory opens the store in stateDir and loads it into book. A store
+// openHistory opens the store at path, imports the former stores of the
+// state directories importFrom (importHistory), and loads it into book. A store
 // that cannot be opened (held, unreadable) leaves the controller with the
 // in-memory book only, and says so; a store bbolt finds invalid is moved
 // aside (never deleted) and a new one started.
-func openHistory(stateDir string, book *history.Book, log zerolog.Logger) *history.Store {
-	path := filepath.Join(stateDir, history.FileName)
+func openHistory(path string, book *history.Book, log zerolog.Logger, importFrom ...string) *history.Store {
 	s, err := history.Open(path, history.Options{})
 	if err != nil && !errors.Is(err, history.ErrLocked) && !errors.Is(err, os.ErrPermission) {
 		aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
@@ -150,6 +155,9 @@ func openHistory(stateDir string, book *history.Book, log zerolog.Logger) *histo
 	if err != nil {
 		log.Warn().Err(err).Msg("history store not opened; learning in memory only for this run")
 		return nil
+	}
+	for _, stateDir := range importFrom {
+		importHistory(s, stateDir, log)
 	}
 	all, skipped, err := s.Load()
 	if err != nil {
@@ -166,4 +174,45 @@ func openHistory(stateDir string, book *history.Book, log zerolog.Logger) *histo
 	}
 	log.Info().Int("profiles", len(all)).Int("batches", n).Msg("history loaded")
 	return s
+}
+
+// importHistory moves the records of a spool's own history store (what a
+// controller kept in STATE/history.db before the history was the
+// machine's) into store, once: the old file is renamed
+// history.db.imported. A store that cannot be read is left as it is.
+func importHistory(store *history.Store, stateDir string, log zerolog.Logger) {
+	old := filepath.Join(stateDir, history.FileName)
+	if store == nil || old == store.Path() {
+		return
+	}
+	if _, err := os.Stat(old); err != nil {
+		return
+	}
+	s, err := history.Open(old, history.Options{ReadOnly: true})
+	if err != nil {
+		log.Warn().Err(err).Str("file", old).Msg("the spool's former history not imported")
+		return
+	}
+	all, _, err := s.Load()
+	_ = s.Close()
+	if err != nil {
+		log.Warn().Err(err).Str("file", old).Msg("the spool's former history not imported")
+		return
+	}
+	var entries []history.Entry
+	for profile, recs := range all {
+		for _, r := range recs {
+			entries = append(entries, history.Entry{Profile: profile, Record: r})
+		}
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Record.Time.Before(entries[j].Record.Time) })
+	if err := store.Append(entries...); err != nil {
+		log.Warn().Err(err).Str("file", old).Msg("the spool's former history not imported")
+		return
+	}
+	if err := os.Rename(old, old+".imported"); err != nil {
+		log.Warn().Err(err).Str("file", old).Msg("the spool's former history imported but not renamed: it will be imported again")
+		return
+	}
+	log.Info().Int("batches", len(entries)).Str("from", old).Str("into", store.Path()).Msg("the spool's former history joined the machine's")
 }

@@ -111,7 +111,7 @@ func (j *groupJournal) append(l journalLine) error {
 				}
 			}
 		}
-		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 		if err != nil {
 			return fmt.Errorf("group journal: %w", err)
 		}
@@ -151,7 +151,7 @@ func (j *groupJournal) compact() error {
 		buf.WriteByte('\n')
 	}
 	tmp := j.path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o640); err != nil {
 		return fmt.Errorf("group journal: %w", err)
 	}
 	if err := os.Rename(tmp, j.path); err != nil {

@@ -44,7 +44,7 @@ func TestGroupJournalKillsWhatACrashLeft(t *testing.T) {
 	if err != nil || len(left) != 1 || left[0].Task != "left" || left[0].Start.PGID != rb.Group().PGID {
 		t.Fatalf("journal holds %+v (%v), want the one batch in flight", left, err)
 	}
-	if n := killLeftovers(state, nil, zerolog.Nop()); n < 1 {
+	if n := killLeftovers(state, nil, true, zerolog.Nop()); n < 1 {
 		t.Errorf("killLeftovers killed %d processes, want the batch's", n)
 	}
 	select {

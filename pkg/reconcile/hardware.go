@@ -35,7 +35,7 @@ func (c *Controller) keepReofferable(e *entry, qt *queue.Task) {
 	if e.task.Spec.BatchTimeout != nil {
 		qt.BatchTimeout = e.task.Spec.BatchTimeout.Duration
 	}
-	ri := runInfoFor(e.task, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	ri := runInfoFor(e.task, e.owner, c.cfg.SpoolDir, c.cfg.StateDir, items)
 	qt.InputBytesPerItem = ri.inputPerItem
 	c.batches.set(e.name, st.ObservedGeneration, ri)
 	c.batches.noteCommitted(e.name, st.ObservedGeneration, st.Progress.ItemsDone)

@@ -531,7 +531,7 @@ func writeIndex(stateDir, spoolDir string, rows map[string][]byte) (*os.File, in
 	}
 	path := filepath.Join(stateDir, IndexFile)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o640)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -79,7 +79,7 @@ var _ queue.Learner = (*learner)(nil)
 func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 	rec := history.Record{
 		Time:            res.Ended,
-		Task:            t.Name,
+		Task:            plainName(t.Name),
 		Items:           b.Size,
 		Threads:         b.Contract.Threads,
 		InputBytes:      res.InputBytes,

@@ -7,7 +7,6 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
-	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 )
 
 // SnapshotFunc takes a snapshot of the machine (the probe). Only the
@@ -95,37 +94,3 @@ func (m *machine) Release(r queue.Reservation) error {
 
 // Changed is closed at the governor's next generation change.
 func (m *machine) Changed() <-chan struct{} { return m.gov.Changed() }
-
-// newMachine builds the prober and the queue's Admitter from the deps, and
-// the scratch lease directories when deps.Scratch is nil (without volumes:
-// nothing to clean at start-up).
-func (c *Controller) newMachine(deps Deps) *machine {
-	c.scratch = deps.Scratch
-	if c.scratch == nil {
-		c.scratch = scratch.New(c.cfg.SpoolDir, nil, deps.Logger)
-	}
-	c.batches.scratch = c.scratch
-	c.prober = newProber(deps.Governor, deps.Snapshot, c.batches.workMemory, deps.Logger, nil, c.cfg.ProbeInterval)
-	return &machine{gov: deps.Governor, kick: c.prober.Kick, fresh: c.prober.WaitFresh, decisions: c.metrics, leases: c.scratch}
-}
-
-// startMachine removes what a crashed controller left on the scratch
-// volumes and starts the prober and the lease remover. stop, called once
-// the queue closed, ends both and returns once every released lease's
-// directory is removed. It does not wait for a probe in flight (nvidia-smi
-// may take its whole timeout): the prober exits after it, and an Update of
-// the closed governor changes nothing.
-func (c *Controller) startMachine() (stop func()) {
-	if n, err := c.scratch.RemoveLeftovers(); n > 0 || err != nil {
-		c.log.Info().Int("removed", n).AnErr("error", err).Msg("scratch lease directories of a previous controller")
-	}
-	c.prober.freed = c.queue.Wake
-	ctx, cancel := context.WithCancel(context.Background())
-	go c.prober.run(ctx)
-	removed := make(chan struct{})
-	go func() { defer close(removed); c.scratch.Run(ctx) }()
-	return func() {
-		cancel()
-		<-removed
-	}
-}

@@ -93,7 +93,7 @@ func TestABlockedProbeBlocksNeitherTheQueueNorTheReconciler(t *testing.T) {
 		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAdmitted)
 		return st.Phase == v1alpha1.PhasePending && c != nil && c.Reason == string(governor.ReasonNoSnapshot)
 	})
-	q := h.ctrl.queue
+	q := h.ctrl.host.queue
 	within(t, "Queue.Upsert", func() {
 		if err := q.Upsert(queue.Task{Name: "direct", Seq: 100, ItemsTotal: 1, Generation: 1,
 			Estimate: governor.Estimate{BatchMin: 1, BatchMax: 1, Threads: 1, MinThreads: 1}}); err != nil {

@@ -123,32 +123,49 @@ func scan(dirs []string, pruneIn string) ([]Claim, error) {
 // inspect reads the claim at path and says whether its controller lives:
 // it does while it holds the file's exclusive flock, so a shared one is
 // refused. A claim whose lock can be had is stale (its controller died
-// without Release) and is removed when prune is set.
+// without Release) and is removed when prune is set. A file whose name was
+// given to a new version meanwhile (Held.Update renames the new one over
+// it, then lets the old one go) is read again under its name.
 func inspect(path string, prune bool) (Claim, bool, error) {
+	for range 8 {
+		c, alive, replaced, err := inspectOnce(path, prune)
+		if !replaced {
+			return c, alive, err
+		}
+	}
+	return Claim{}, false, fmt.Errorf("claim %s: replaced again and again while read", path)
+}
+
+// inspectOnce is one try of inspect; replaced says the file read no
+// longer has the name.
+func inspectOnce(path string, prune bool) (c Claim, alive, replaced bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		// Gone since listed (released), a symlink, or unreadable: none is
 		// a claim a controller wrote (they are regular files, mode 0644).
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ELOOP) {
-			return Claim{}, false, nil
+			return Claim{}, false, false, nil
 		}
-		return Claim{}, false, fmt.Errorf("claim %s: %w", path, err)
+		return Claim{}, false, false, fmt.Errorf("claim %s: %w", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		return Claim{}, false, nil
+		return Claim{}, false, false, nil
 	}
 	switch err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
 	case err == nil:
+		if cur, err := os.Lstat(path); err == nil && !os.SameFile(cur, fi) {
+			return Claim{}, false, true, nil
+		}
 		if prune {
 			_ = os.Remove(path)
 		}
-		return Claim{}, false, nil
+		return Claim{}, false, false, nil
 	case !errors.Is(err, unix.EWOULDBLOCK):
-		return Claim{}, false, fmt.Errorf("claim %s: %w", path, err)
+		return Claim{}, false, false, fmt.Errorf("claim %s: %w", path, err)
 	}
-	var c Claim
+	c = Claim{}
 	data, err := io.ReadAll(io.LimitReader(f, maxClaimSize))
 	if err != nil || json.Unmarshal(data, &c) != nil || c.PID <= 0 {
 		// Alive but unreadable: its name and owner still say who it is.
@@ -158,7 +175,7 @@ func inspect(path string, prune bool) (Claim, bool, error) {
 		}
 		c = Claim{PID: pidOfName(filepath.Base(path)), UID: uid, User: userName(uid)}
 	}
-	return c, true, nil
+	return c, true, false, nil
 }
 
 // publish writes want to a new claim file in dir and returns it open,

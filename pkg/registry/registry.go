@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Claim is what a running controller declares.
@@ -219,4 +222,48 @@ func userName(uid int) string {
 		return ""
 	}
 	return u.Username
+}
+
+// Update declares the spools the controller serves now (one it found
+// later, through a pattern). The claim is rewritten whole: a new file,
+// locked and filled, renamed over the old one, so that a reader sees the
+// old claim or the new one, never half of one, never one unlocked. Each
+// spool is kept from a second controller by its own lock, not by this.
+func (h *Held) Update(spools []string, stateDirs map[string]string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.file == nil {
+		return errors.New("registry: update of a released claim")
+	}
+	want := h.claim
+	want.Spools, want.StateDirs = spools, stateDirs
+	want = normalize(want)
+	data, err := json.Marshal(want)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(h.path), tempPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("update claim: %w", err)
+	}
+	fail := func(err error) error {
+		_ = os.Remove(tmp.Name())
+		_ = tmp.Close()
+		return fmt.Errorf("update claim: %w", err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := unix.Flock(int(tmp.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fail(err)
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp.Name(), h.path); err != nil {
+		return fail(err)
+	}
+	_ = h.file.Close() // after the rename: the name is never unlocked
+	h.file, h.claim = tmp, want
+	return nil
 }

@@ -377,3 +377,48 @@ func TestLeftoverTempRemoved(t *testing.T) {
 		t.Errorf("abandoned temporary file after Acquire: %v", err)
 	}
 }
+
+// Update declares a spool found later: Serving finds it, the claim stays
+// live (a new Acquire is still refused), and many readers meanwhile never
+// see the claim missing or half written.
+func TestUpdateAddsASpool(t *testing.T) {
+	useDir(t)
+	first, later := t.TempDir(), t.TempDir()
+	h := acquire(t, Claim{PID: fakePID, Spools: []string{first}}, 8*gib)
+	defer h.Release()
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, ok, err := Serving(first); !ok || err != nil {
+				errs <- fmt.Errorf("Serving(first) during an update = %v, %v", ok, err)
+				return
+			}
+		}
+	}()
+	for range 50 {
+		if err := h.Update([]string{first, later}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Error(err)
+	}
+	if c, ok, err := Serving(later); !ok || err != nil || c.PID != fakePID {
+		t.Errorf("Serving(later) = %+v, %v, %v", c, ok, err)
+	}
+	if _, err := Acquire(Claim{PID: fakePID + 1, Spools: []string{t.TempDir()}}, 8*gib); !errors.As(err, new(*BusyError)) {
+		t.Errorf("Acquire beside an updated claim: %v, want a BusyError", err)
+	}
+	_ = h.Release()
+	if _, ok, _ := Serving(later); ok {
+		t.Error("Serving after Release still finds the claim")
+	}
+}

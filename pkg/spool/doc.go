@@ -30,6 +30,10 @@
 // fstat'ed to be the regular file judged. A FIFO, socket or device is
 // refused from the stat alone, before any open. The verbs (get, describe,
 // pause, resume) use the same path (ReadManifest, Spool.SetPaused).
+// The owners accepted, of a manifest, a link or a directory on the way,
+// are root and the controller's user; for a controller running as root,
+// root and the spool directory's owner, whose tasks it runs as them
+// (FileIdentity.UID, GID).
 //
 // # Watching: one owner, events as hints, the writer's word
 //

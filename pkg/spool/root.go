@@ -41,7 +41,10 @@ type root struct {
 	// resolved (for absolute link targets).
 	dir, real string
 	fd        int
-	euid      int
+	// owner is the user, besides root, whose files the controller reads
+	// and writes: its own, or, for a controller running as root, the
+	// spool directory's owner (it runs their tasks as them).
+	owner int
 }
 
 // openRoot opens dir (absolute) as a root.
@@ -54,16 +57,28 @@ func openRoot(dir string) (*root, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	return &root{dir: dir, real: real, fd: fd, euid: os.Geteuid()}, nil
+	owner := os.Geteuid()
+	if owner == 0 {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			_ = unix.Close(fd)
+			return nil, &fs.PathError{Op: "stat", Path: dir, Err: err}
+		}
+		owner = int(st.Uid)
+	}
+	return &root{dir: dir, real: real, fd: fd, owner: owner}, nil
 }
 
 func (r *root) close() { _ = unix.Close(r.fd) }
 
 // allowed reports whether uid may own what the controller reads or writes.
-func (r *root) allowed(uid uint32) bool { return int(uid) == r.euid || uid == 0 }
+func (r *root) allowed(uid uint32) bool { return int(uid) == r.owner || uid == 0 }
 
 func (r *root) foreign(what string, uid uint32) error {
-	return fmt.Errorf("%s %w: uid %d, neither this controller's user (uid %d) nor root", what, ErrForeignOwner, uid, r.euid)
+	if os.Geteuid() == 0 {
+		return fmt.Errorf("%s %w: uid %d, neither the spool's owner (uid %d) nor root", what, ErrForeignOwner, uid, r.owner)
+	}
+	return fmt.Errorf("%s %w: uid %d, neither this controller's user (uid %d) nor root", what, ErrForeignOwner, uid, r.owner)
 }
 
 // target is a manifest's file, judged: a regular file inside the spool,

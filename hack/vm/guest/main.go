@@ -218,7 +218,17 @@ func systemUnitFile(units string) func(s *setup, bin, spool, logFile string) (fu
 		if err := sh("install", "-m", "644", filepath.Join(units, "lardon3d-controller.service"), "/etc/systemd/system/"); err != nil {
 			return nil, err
 		}
-		dropIn := fmt.Sprintf("[Service]\nExecStart=\nExecStart=/usr/local/bin/lardon3d-controller run --spool /var/spool/lardon3d %s\nStandardError=append:%s\n", testFlags(), logFile)
+		// The shipped configuration (its spools) and registry directory.
+		if err := sh("install", "-D", "-m", "644", filepath.Join(units, "config.yaml"), "/etc/lardon3d/config.yaml"); err != nil {
+			return nil, err
+		}
+		if err := sh("install", "-D", "-m", "644", filepath.Join(units, "lardon3d.tmpfiles.conf"), "/etc/tmpfiles.d/lardon3d.conf"); err != nil {
+			return nil, err
+		}
+		if err := sh("systemd-tmpfiles", "--create", "/etc/tmpfiles.d/lardon3d.conf"); err != nil {
+			return nil, err
+		}
+		dropIn := fmt.Sprintf("[Service]\nExecStart=\nExecStart=/usr/local/bin/lardon3d-controller run --config /etc/lardon3d/config.yaml %s\nStandardError=append:%s\n", testFlags(), logFile)
 		if err := os.MkdirAll("/etc/systemd/system/lardon3d-controller.service.d", 0o755); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/registry"
+)
+
+// Where a controller keeps what is not in a spool's manifests. One rule,
+// the same for run and for the verbs that read what it left:
+//
+//   - a spool's state (logs, items files, index, published views) is in
+//     SPOOL/.lardon3d, unless the machine's state base holds a directory
+//     for it: a root controller serving another user's spool keeps that
+//     spool's state out of the user's reach (a user who owns the spool
+//     could otherwise swap SPOOL/.lardon3d for a link, and root would
+//     write where the link points), in STATE_BASE/spools/HASH-NAME,
+//     readable by the spool's owner's group;
+//   - the learned history is the machine's: one store for every spool a
+//     controller serves, STATE_BASE/history.db.
+//
+// STATE_BASE is $STATE_DIRECTORY (systemd's StateDirectory=), else
+// $XDG_STATE_HOME/lardon3d, else /var/lib/lardon3d for root and
+// ~/.local/state/lardon3d for a user.
+
+// stateBase is the machine's state directory for this user.
+func stateBase() string {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		// systemd may list several, separated by colons: the first.
+		return strings.SplitN(d, ":", 2)[0]
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "lardon3d")
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/lardon3d"
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "lardon3d")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("lardon3d-%d", os.Geteuid()))
+}
+
+// defaultHistoryPath is the machine's learned history.
+func defaultHistoryPath() string { return filepath.Join(stateBase(), history.FileName) }
+
+// rootStateBase is where a root controller keeps the state of other users'
+// spools; the verbs of those users look there too.
+const rootStateBase = "/var/lib/lardon3d"
+
+// foreignStateDir is the state directory a root controller keeps for a
+// spool that another user owns.
+func foreignStateDir(base, spoolAbs string) string {
+	sum := sha256.Sum256([]byte(spoolAbs))
+	return filepath.Join(base, "spools", fmt.Sprintf("%x-%s", sum[:6], filepath.Base(spoolAbs)))
+}
+
+// spoolStateDir is the state directory of a spool, as run chooses it when
+// --state-dir is not given: the root controller's directory for it when
+// one exists (see above), else SPOOL/.lardon3d.
+func spoolStateDir(spool string) string {
+	abs, err := filepath.Abs(spool)
+	if err != nil {
+		return filepath.Join(spool, ".lardon3d")
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	for _, base := range []string{stateBase(), rootStateBase} {
+		d := foreignStateDir(base, abs)
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d
+		}
+	}
+	return filepath.Join(spool, ".lardon3d")
+}
+
+// expandSpools resolves the spools a controller serves: each entry a
+// directory, or a pattern (doublestar: *, **, {a,b}) of directories, such
+// as /home/*/lardon3d for a spool per user under a root the administrator
+// chose. Entries are made absolute with symlinks resolved, and each
+// appears once. A plain entry that does not exist is an error; a pattern
+// may match nothing (yet).
+func expandSpools(entries []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) error {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return fmt.Errorf("spool %s: %w", p, err)
+		}
+		if st, err := os.Stat(real); err != nil {
+			return fmt.Errorf("spool %s: %w", p, err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("spool %s: not a directory", p)
+		}
+		if !seen[real] {
+			seen[real] = true
+			out = append(out, real)
+		}
+		return nil
+	}
+	for _, e := range entries {
+		if e == "" {
+			return nil, fmt.Errorf("an empty spool path")
+		}
+		if !hasMeta(e) {
+			if err := add(e); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		matches, err := doublestar.FilepathGlob(e)
+		if err != nil {
+			return nil, fmt.Errorf("spool pattern %q: %w", e, err)
+		}
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil && st.IsDir() {
+				if err := add(m); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// hasMeta reports whether a spool entry is a pattern.
+func hasMeta(p string) bool { return strings.ContainsAny(p, "*?[{") }
+
+// placedSpool is a spool run serves and its state directory.
+type placedSpool struct {
+	dir, stateDir string
+}
+
+// placeSpools chooses each spool's state directory: --state-dir (one
+// spool only), else runStateDir.
+func placeSpools(spools []string, stateDir string) ([]placedSpool, error) {
+	out := make([]placedSpool, 0, len(spools))
+	for _, dir := range spools {
+		sd := stateDir
+		if sd == "" {
+			var err error
+			if sd, err = runStateDir(dir); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, placedSpool{dir: dir, stateDir: sd})
+	}
+	return out, nil
+}
+
+// runStateDir is the state directory run keeps for a spool: SPOOL/.lardon3d,
+// except for a controller running as root and a spool another user owns:
+// STATE_BASE/spools/HASH-NAME, made here, owned by root, its group the
+// spool's (setgid, mode 2750: the owner's verbs read the logs and views
+// there, nobody but root writes).
+func runStateDir(dir string) (string, error) {
+	own := filepath.Join(dir, ".lardon3d")
+	if os.Geteuid() != 0 {
+		return own, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return "", fmt.Errorf("spool %s: %w", dir, err)
+	}
+	if st.Uid == 0 {
+		return own, nil
+	}
+	base := stateBase()
+	if err := os.MkdirAll(filepath.Join(base, "spools"), 0o755); err != nil {
+		return "", fmt.Errorf("state directory of %s: %w", dir, err)
+	}
+	sd := foreignStateDir(base, dir)
+	if err := os.Mkdir(sd, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("state directory of %s: %w", dir, err)
+	}
+	var sst unix.Stat_t
+	if err := unix.Lstat(sd, &sst); err != nil {
+		return "", fmt.Errorf("state directory of %s: %w", dir, err)
+	}
+	if sst.Mode&unix.S_IFMT != unix.S_IFDIR || sst.Uid != 0 {
+		return "", fmt.Errorf("state directory of %s: %s is not a directory owned by root", dir, sd)
+	}
+	if err := os.Chown(sd, 0, int(st.Gid)); err != nil {
+		return "", fmt.Errorf("state directory of %s: %w", dir, err)
+	}
+	if err := os.Chmod(sd, 0o750|os.ModeSetgid); err != nil {
+		return "", fmt.Errorf("state directory of %s: %w", dir, err)
+	}
+	return sd, nil
+}
+
+// claimMachine registers this controller in the machine's registry: it is
+// refused, naming the one that runs, unless both say share (bc.Share) and
+// their memory capacities fit in the machine's memory together.
+func claimMachine(bc budgetConfig, placed []placedSpool, snapshot reconcile.SnapshotFunc) (*registry.Held, error) {
+	snap, err := snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	machine := snap.MemTotal
+	if snap.CgroupMemoryLimit > 0 && snap.CgroupMemoryLimit < machine {
+		machine = snap.CgroupMemoryLimit
+	}
+	c := registry.Claim{Share: bc.Share, Command: strings.Join(os.Args, " "), StateDirs: map[string]string{}}
+	for _, p := range placed {
+		c.Spools = append(c.Spools, p.dir)
+		c.StateDirs[p.dir] = p.stateDir
+	}
+	if bc.MemoryCapacity != nil {
+		c.MemoryCapacity = bc.MemoryCapacity.Value()
+	}
+	held, err := registry.Acquire(c, machine)
+	if errors.Is(err, registry.ErrShareNeedsCapacity) {
+		return nil, fmt.Errorf("--share: %w", err)
+	}
+	return held, err
+}
+
+// servingLine says which controller serves spool, or that none does and
+// how to start one.
+func servingLine(spool string) string {
+	c, ok, err := registry.Serving(spool)
+	switch {
+	case ok:
+		who := c.User
+		if who == "" {
+			who = fmt.Sprintf("uid %d", c.UID)
+		}
+		return fmt.Sprintf("pid %d (user %s) since %s, serving %d spool(s)", c.PID, who, c.Started.Format(time.RFC3339), len(c.Spools))
+	case err != nil:
+		return "cannot tell: " + err.Error()
+	}
+	return noController(spool)
+}
+
+// noController says that no controller serves spool, and how to start one.
+func noController(spool string) string {
+	abs, err := filepath.Abs(spool)
+	if err != nil {
+		abs = spool
+	}
+	return fmt.Sprintf("no controller is running on %s: start one with `lardon3d-controller run --spool %s` (or add the spool to the running one's spools, see README)", abs, abs)
+}
