@@ -246,12 +246,21 @@ spec:
 			t.Fatal(err)
 		}
 		writeManifest(t, dir, "roots.yaml", task("roots")) // root's own file
+		// Items only root may read: the owner's task never gets them.
+		secret := filepath.Join(base, fmt.Sprintf("secret%d", i))
+		if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		peek := writeManifest(t, dir, "peek.yaml", strings.Replace(task("peek"), "items: {count: 2}", "items: {files: ["+secret+"]}", 1))
+		if err := os.Chown(peek, int(uid), int(uid)); err != nil {
+			t.Fatal(err)
+		}
 		other := writeManifest(t, dir, "other.yaml", task("other"))
 		if err := os.Chown(other, 4343, 4343); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := startController(t, sp[0], "--spool", sp[1], "--exit-when-done", "--wait-for-tasks", "4")
+	c := startController(t, sp[0], "--spool", sp[1], "--exit-when-done", "--wait-for-tasks", "6")
 	c.wait(t, 2*time.Minute)
 	for i, dir := range sp {
 		uid := owners[i]
@@ -280,6 +289,12 @@ spec:
 		}
 		if _, err := os.Stat(filepath.Join(dir, "other.uid")); err == nil {
 			t.Errorf("%s: a manifest of a third user ran", dir)
+		}
+		if p := phaseOf(t, filepath.Join(dir, "peek.yaml")); p != v1alpha1.PhaseRejected {
+			t.Errorf("%s: a task of items only root may read: phase %q, want Rejected", dir, p)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "peek.uid")); err == nil {
+			t.Errorf("%s: a task of items only root may read ran", dir)
 		}
 		// The spool's state is out of the owner's reach: not in the spool.
 		if _, err := os.Stat(filepath.Join(dir, ".lardon3d")); err == nil {

@@ -646,6 +646,27 @@ func (c *Controller) handleFile(ev spool.Event) {
 	c.edit(e, ev.Task, ev.Err)
 }
 
+// resolveItems resolves a task's items. For a task run as another user
+// (ownerOf), every item that is a path must be one that user may read:
+// the controller resolves them with its own rights, and must not hand the
+// user's batch what only root reaches (neither a name nor a content).
+func (c *Controller) resolveItems(e *entry, spec v1alpha1.TaskSpec) ([]string, error) {
+	items, err := v1alpha1.ResolveItems(spec, c.cfg.SpoolDir)
+	if err != nil || e.owner == nil {
+		return items, err
+	}
+	denied := 0
+	for _, it := range items {
+		if filepath.IsAbs(it) && e.owner.MayRead(it) != nil {
+			denied++
+		}
+	}
+	if denied > 0 {
+		return nil, fmt.Errorf("%d of %d items are not readable by uid %d, the manifest's owner, as whom the task runs", denied, len(items), e.owner.UID)
+	}
+	return items, nil
+}
+
 // ownerOf is who runs the task of a manifest version: nil (the
 // controller's user) unless the controller runs as root and another user
 // owns the file; then that user, as atd and cron do. A user the passwd
@@ -817,7 +838,7 @@ func (c *Controller) specPending(e *entry, msg string) {
 func (c *Controller) nextGeneration(e *entry, cause string) bool {
 	t, st := e.task, &e.status
 	gen := st.ObservedGeneration + 1
-	items, err := v1alpha1.ResolveItems(t.Spec, c.cfg.SpoolDir)
+	items, err := c.resolveItems(e, t.Spec)
 	if err != nil {
 		if e.inQueue && c.queue.Holds(e.name) {
 			return false
@@ -938,7 +959,7 @@ func (c *Controller) queueTask(e *entry, seq, gen, total int64) queue.Task {
 // resumed unchanged is not rewritten.
 func (c *Controller) resume(e *entry) {
 	t, st := e.task, &e.status
-	items, err := v1alpha1.ResolveItems(t.Spec, c.cfg.SpoolDir)
+	items, err := c.resolveItems(e, t.Spec)
 	if err != nil {
 		c.reject(e, e.appliedHash, st.ObservedGeneration, fmt.Errorf("spec.items: %w", err))
 		return

@@ -24,7 +24,7 @@ func (c *Controller) keepReofferable(e *entry, qt *queue.Task) {
 	if cond == nil || !queue.HardwareRejection(cond.Reason) {
 		return
 	}
-	items, err := v1alpha1.ResolveItems(e.task.Spec, c.cfg.SpoolDir)
+	items, err := c.resolveItems(e, e.task.Spec)
 	if err != nil || int64(len(items)) != st.Progress.ItemsTotal {
 		return
 	}

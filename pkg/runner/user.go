@@ -3,11 +3,13 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -283,4 +285,62 @@ func searchProblem(dir string, u *User) string {
 		}
 	}
 	return ""
+}
+
+// MayRead reports (nil) whether u may read path by its mode bits: search
+// on every directory from / down, read on the file itself, each judged as
+// the kernel does for u (the owner's bits when u owns it, else the
+// group's when one of u's groups owns it, else the others'), symlinks
+// resolved first. ACLs are not read: where an ACL grants more than the
+// bits, MayRead refuses. A controller running as root resolves a task's
+// items itself; what u cannot read must not reach u's batch.
+func (u *User) MayRead(path string) error {
+	if u.UID == 0 {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	dir := "/"
+	for _, part := range append([]string{""}, splitPath(real)...) {
+		p := filepath.Join(dir, part)
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return err
+		}
+		want := uint32(1) // search
+		if p == real && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			want = 4 // read
+		}
+		if !u.allowed(&st, want) {
+			return fmt.Errorf("%s: %w for uid %d", p, fs.ErrPermission, u.UID)
+		}
+		dir = p
+	}
+	return nil
+}
+
+// allowed says whether u has the permission bits want (r=4, w=2, x=1) on
+// a file of stat st.
+func (u *User) allowed(st *unix.Stat_t, want uint32) bool {
+	shift := 0 // others
+	switch {
+	case st.Uid == u.UID:
+		shift = 6
+	case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
+		shift = 3
+	}
+	return (st.Mode>>shift)&want == want
+}
+
+// splitPath splits a clean absolute path into its components.
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -412,3 +412,65 @@ func TestUserBatchDiesWithTheController(t *testing.T) {
 	_ = ctl.Wait()
 	waitFor(t, "the leader's death", func() bool { return !alive(pg.PGID) })
 }
+
+// MayRead judges a path as the kernel would for the user, by the mode
+// bits of every directory on the way and of the file.
+func TestMayReadFollowsTheModeBits(t *testing.T) {
+	base := t.TempDir() // and its parent: 0700, made reachable
+	if err := os.Chmod(filepath.Dir(base), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u := &User{UID: 4242, GID: 4242, Groups: []uint32{4242, 5000}}
+	mk := func(name string, mode os.FileMode, uid, gid int) string {
+		p := filepath.Join(base, name)
+		if err := os.WriteFile(p, []byte("x"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	private := filepath.Join(base, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hidden := filepath.Join(private, "open")
+	if err := os.WriteFile(hidden, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(mk("rootonly", 0o600, 0, 0), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{mk("world", 0o644, 0, 0), true},
+		{mk("mine", 0o600, 4242, 4242), true},
+		{mk("notmine", 0o600, 4343, 4242), false},
+		{mk("group", 0o640, 0, 5000), true},
+		{mk("othergroup", 0o640, 0, 6000), false},
+		{mk("ownerdenied", 0o064, 4242, 5000), false}, // the owner's bits, not the group's
+		{filepath.Join(base, "rootonly"), false},
+		{link, false},
+		{hidden, false},
+		{private, false},
+		{base, true},
+	} {
+		err := u.MayRead(tc.path)
+		if (err == nil) != tc.ok {
+			t.Errorf("MayRead(%s) = %v, want ok=%v", tc.path, err, tc.ok)
+		}
+	}
+	if err := (&User{UID: 0}).MayRead(hidden); err != nil {
+		t.Errorf("root: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -135,6 +136,12 @@ type setup struct {
 	// start starts the controller serving spool, its stderr to logFile;
 	// stop ends it.
 	start func(s *setup, bin, spool, logFile string) (stop func(), err error)
+	// byConfig: the controller serves the shipped configuration's spools
+	// (the system unit file), not --spool.
+	byConfig bool
+	// asOwner: the controller runs as root and the spool is the user's:
+	// every batch must run as the user.
+	asOwner bool
 }
 
 const tester = "tester"
@@ -216,6 +223,11 @@ func systemUnitFile(units string) func(s *setup, bin, spool, logFile string) (fu
 			return nil, err
 		}
 		if err := sh("install", "-m", "644", filepath.Join(units, "lardon3d-controller.service"), "/etc/systemd/system/"); err != nil {
+			return nil, err
+		}
+		// The shipped configuration (its spools) and registry directory;
+		// its plain spool exists, as the README's install makes it.
+		if err := os.MkdirAll("/var/spool/lardon3d", 0o700); err != nil {
 			return nil, err
 		}
 		// The shipped configuration (its spools) and registry directory.
@@ -334,7 +346,10 @@ func setups(args []string) error {
 		{name: "root-shell-in-unit", user: "root", start: systemUnit("l3d-root-shell", false, true)},
 		{name: "user-manager", user: tester, start: userUnit("l3d-user-manager")},
 		{name: "user-login-shell", user: tester, start: loginShell},
-		{name: "system-unit-file", user: "root", spool: "/var/spool/lardon3d", start: systemUnitFile(*units)},
+		{name: "system-unit-file", user: "root", spool: "/var/spool/lardon3d", start: systemUnitFile(*units), byConfig: true},
+		// The system service serves tester's spool (the configuration's
+		// /home/*/lardon3d/spool) and runs the tasks as tester.
+		{name: "system-unit-file-user-spool", user: tester, spool: "/home/tester/lardon3d/spool", start: systemUnitFile(*units), byConfig: true, asOwner: true},
 		{name: "user-unit-file", user: tester, spool: "/home/tester/lardon3d/spool", start: userUnitFile(*units)},
 	}
 	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -523,6 +538,16 @@ func runSetup(s *setup, controller, guest string) []result {
 	}()
 	// The controller said which setup it found.
 	add("setup-line", strings.Contains(setupLine, "cgroup v2"), "%s", setupLine)
+	if s.asOwner {
+		// What the batches made is the user's: they ran as the user, not
+		// as the root controller.
+		want, err := user.Lookup(s.user)
+		var st syscall.Stat_t
+		if err == nil {
+			err = syscall.Stat(filepath.Join(work, "tick.pid"), &st)
+		}
+		add("runs-as-owner", err == nil && strconv.Itoa(int(st.Uid)) == want.Uid, "tick.pid (written by the batch) belongs to uid %d, want %s's (%v)", st.Uid, s.user, err)
+	}
 
 	// 5. kill -9 of the controller, then a new one in the same setup:
 	// what the batch left (a child that left the session) is killed,
@@ -541,7 +566,11 @@ func runSetup(s *setup, controller, guest string) []result {
 			add("kill9-restart", false, "the setsid child never started: %v", err)
 			return
 		}
-		if err := sh("pkill", "-KILL", "-f", "lardon3d-controller run --spool "+spool); err != nil {
+		match := "lardon3d-controller run --spool " + spool
+		if s.byConfig {
+			match = "lardon3d-controller run --config /etc/lardon3d/config.yaml"
+		}
+		if err := sh("pkill", "-KILL", "-f", match); err != nil {
 			add("kill9-restart", false, "kill -9 the controller: %v", err)
 			return
 		}
