@@ -207,11 +207,12 @@ func readFile(t *testing.T, path string) string {
 }
 
 // As root, one controller serves the spools of two users and runs each
-// task as its manifest's owner: `id -u` in the batch is the owner's, the
-// files it makes are theirs, HOME is theirs. A manifest root owns runs as
-// root; one owned by a third user is refused, never run. The users are
-// nobody (65534, in the passwd database) and uid 4242 (not in it).
-func TestRootRunsEachTaskAsItsManifestOwner(t *testing.T) {
+// task as the spool's owner: `id -u` in the batch is the owner's, the
+// files it makes are theirs, HOME is theirs. A root-owned manifest in a
+// user's spool runs as the user too; one owned by a third user is refused,
+// never run; one whose items only root may read is Rejected. The users
+// are nobody (65534, in the passwd database) and uid 4242 (not in it).
+func TestRootRunsEachTaskAsItsSpoolOwner(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the controller changes credentials (CI runs as root)")
 	}
@@ -284,8 +285,10 @@ spec:
 		if got := strings.Fields(readFile(t, filepath.Join(dir, "mine.items"))); len(got) != 2 {
 			t.Errorf("%s: the task read items %q, want its 2", dir, got)
 		}
-		if got := strings.TrimSpace(readFile(t, filepath.Join(dir, "roots.uid"))); got != "0" {
-			t.Errorf("%s: root's manifest ran as uid %s, want 0", dir, got)
+		// A root-owned manifest in a user's spool (planted, as far as
+		// root can tell) runs as the user too.
+		if got := strings.TrimSpace(readFile(t, filepath.Join(dir, "roots.uid"))); got != strconv.Itoa(int(uid)) {
+			t.Errorf("%s: a root-owned manifest in the user's spool ran as uid %s, want the user's %d", dir, got, uid)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "other.uid")); err == nil {
 			t.Errorf("%s: a manifest of a third user ran", dir)
@@ -324,10 +327,42 @@ func TestASpoolMatchingAPatternLaterIsServed(t *testing.T) {
 	if err := os.Mkdir(bob, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// A match that is a symbolic link (to a directory the pattern does not
+	// cover) is not served.
+	elsewhere := t.TempDir()
+	hidden := writeManifest(t, elsewhere, "h.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: h}\nspec:\n  command: ['true']\n  items: {count: 1}\n")
+	if err := os.Symlink(elsewhere, filepath.Join(base, "eve")); err != nil {
+		t.Fatal(err)
+	}
 	path := writeManifest(t, bob, "t.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: t}\nspec:\n  command: ['true']\n  items: {count: 1}\n")
 	eventually(t, rescanEvery+15*time.Second, "bob's task Done", func() bool { return phaseOf(t, path) == v1alpha1.PhaseDone })
 	out, code := runCLI(t, "describe", "t", "--spool", bob)
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("pid %d", c.cmd.Process.Pid)) {
 		t.Errorf("describe on the spool served later (exit %d):\n%s", code, out)
+	}
+	if p := phaseOf(t, hidden); p != "" {
+		t.Errorf("a manifest reached through a symlinked match ran: %s", p)
+	}
+	if !strings.Contains(c.stderr.String(), "reached through a symbolic link") {
+		t.Errorf("the symlinked match is not reported in the log")
+	}
+}
+
+// A spool lost while others are served (its directory moved away) stops
+// alone: the controller serves the others on.
+func TestALostSpoolStopsAlone(t *testing.T) {
+	sp := spoolsOfOneMachine(t, 2)
+	c := startController(t, sp[0], "--spool", sp[1])
+	eventually(t, 20*time.Second, "serving", func() bool { return strings.Contains(c.stderr.String(), `"serving"`) })
+	if err := os.Rename(sp[1], sp[1]+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the loss logged", func() bool { return strings.Contains(c.stderr.String(), "is not watched any more") })
+	path := writeManifest(t, sp[0], "after.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: after}\nspec:\n  command: ['true']\n  items: {count: 1}\n")
+	eventually(t, 20*time.Second, "the other spool's new task Done", func() bool { return phaseOf(t, path) == v1alpha1.PhaseDone })
+	select {
+	case <-c.done:
+		t.Fatalf("the controller exited (%d) when one of its spools was lost", c.code)
+	default:
 	}
 }

@@ -87,16 +87,27 @@ func spoolStateDir(spool string) string {
 	return filepath.Join(spool, ".lardon3d")
 }
 
+// expandedSpool is a spool directory an entry named.
+type expandedSpool struct {
+	// dir is absolute, symlinks resolved.
+	dir string
+	// byPattern: a pattern matched it (a user may have made it): it is
+	// skipped, not fatal, when it cannot be served.
+	byPattern bool
+}
+
 // expandSpools resolves the spools a controller serves: each entry a
 // directory, or a pattern (doublestar: *, **, {a,b}) of directories, such
-// as /home/*/lardon3d for a spool per user under a root the administrator
-// chose. Entries are made absolute with symlinks resolved, and each
-// appears once. A plain entry that does not exist is an error; a pattern
-// may match nothing (yet).
-func expandSpools(entries []string) ([]string, error) {
-	var out []string
+// as /home/*/lardon3d/spool for a spool per user under a root the
+// administrator chose. Entries are made absolute with symlinks resolved,
+// and each appears once. A plain entry that does not exist is an error; a
+// pattern may match nothing (yet). A match reached through a symbolic
+// link below the pattern's fixed part is skipped (in skipped, with why):
+// a user who owns a matched path could otherwise point it at any
+// directory, root's included.
+func expandSpools(entries []string) (out []expandedSpool, skipped []error, err error) {
 	seen := map[string]bool{}
-	add := func(p string) error {
+	add := func(p string, byPattern bool) error {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return err
@@ -112,33 +123,55 @@ func expandSpools(entries []string) ([]string, error) {
 		}
 		if !seen[real] {
 			seen[real] = true
-			out = append(out, real)
+			out = append(out, expandedSpool{dir: real, byPattern: byPattern})
 		}
 		return nil
 	}
 	for _, e := range entries {
 		if e == "" {
-			return nil, fmt.Errorf("an empty spool path")
+			return nil, nil, fmt.Errorf("an empty spool path")
 		}
 		if !hasMeta(e) {
-			if err := add(e); err != nil {
-				return nil, err
+			if err := add(e, false); err != nil {
+				return nil, nil, err
 			}
 			continue
 		}
-		matches, err := doublestar.FilepathGlob(e)
+		abs, err := filepath.Abs(e)
 		if err != nil {
-			return nil, fmt.Errorf("spool pattern %q: %w", e, err)
+			return nil, nil, err
+		}
+		matches, err := doublestar.FilepathGlob(abs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("spool pattern %q: %w", e, err)
+		}
+		fixed := fixedPart(abs)
+		fixedReal, err := filepath.EvalSymlinks(fixed)
+		if err != nil {
+			continue // nothing there yet
 		}
 		for _, m := range matches {
-			if st, err := os.Stat(m); err == nil && st.IsDir() {
-				if err := add(m); err != nil {
-					return nil, err
-				}
+			if st, err := os.Stat(m); err != nil || !st.IsDir() {
+				continue
+			}
+			rel, err := filepath.Rel(fixed, m)
+			real, rerr := filepath.EvalSymlinks(m)
+			if err != nil || rerr != nil || real != filepath.Join(fixedReal, rel) {
+				skipped = append(skipped, fmt.Errorf("spool %s (matched by %s): reached through a symbolic link; a pattern serves real directories only", m, e))
+				continue
+			}
+			if err := add(m, true); err != nil {
+				skipped = append(skipped, err)
 			}
 		}
 	}
-	return out, nil
+	return out, skipped, nil
+}
+
+// fixedPart is the directory of a pattern before its first metacharacter.
+func fixedPart(pattern string) string {
+	i := strings.IndexAny(pattern, "*?[{")
+	return filepath.Dir(pattern[:i+1])
 }
 
 // hasMeta reports whether a spool entry is a pattern.

@@ -328,12 +328,19 @@ serves other users' spools and runs each task as its manifest's owner.
 		if len(entries) == 0 {
 			entries = []string{g.spool}
 		}
-		spools, err := expandSpools(entries)
+		found, skipped, err := expandSpools(entries)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		if len(spools) == 0 {
+		for _, err := range skipped {
+			log.Warn().Err(err).Msg("not served")
+		}
+		if len(found) == 0 {
 			return &exitError{code: 2, err: fmt.Errorf("no spool to serve: %s matched no directory", strings.Join(entries, ", "))}
+		}
+		spools := make([]string, 0, len(found))
+		for _, e := range found {
+			spools = append(spools, e.dir)
 		}
 		if stateDir != "" && len(spools) > 1 {
 			return &exitError{code: 2, err: errors.New("--state-dir: one spool only (each spool of several keeps its state in its own directory)")}
@@ -354,17 +361,36 @@ serves other users' spools and runs each task as its manifest's owner.
 		}
 		defer gov.Close()
 		// One controller per spool, then one per machine, before anything
-		// else touches them.
-		placed, err := placeSpools(spools, stateDir)
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		for _, p := range placed {
-			lock, err := spool.Lock(p.dir, p.stateDir)
+		// else touches them. A spool a pattern matched that cannot be
+		// served (its mode, another controller on it) is skipped, and tried
+		// again by the rescans; a spool named plainly is the operator's
+		// and fatal.
+		sopts := spool.Options{AllowShared: allowShared, Logger: log, DeleteGrace: deleteGrace}
+		var opened []*openedSpool
+		defer func() {
+			for _, o := range opened {
+				o.close() // those not handed to the host (an early return)
+			}
+		}()
+		var placed []placedSpool
+		for _, e := range found {
+			p, err := placeSpools([]string{e.dir}, stateDir)
+			var o *openedSpool
+			if err == nil {
+				o, err = openSpool(p[0], sopts)
+			}
+			if err != nil && e.byPattern {
+				log.Warn().Err(err).Str("spool", e.dir).Msg("not served; tried again every 10 s")
+				continue
+			}
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			defer lock.Unlock()
+			opened = append(opened, o)
+			placed = append(placed, o.placedSpool)
+		}
+		if len(opened) == 0 {
+			return &exitError{code: 2, err: errors.New("no spool to serve: none of the spools the patterns match can be served (see the warnings)")}
 		}
 		claim, err := claimMachine(bc, placed, snapshot)
 		if err != nil {
@@ -428,19 +454,20 @@ serves other users' spools and runs each task as its manifest's owner.
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		served := &servedSpools{host: host, cfg: cfg, log: log, claim: claim, observe: m.ObserveListing, ctx: ctx,
-			opts: spool.Options{AllowShared: allowShared, Logger: log, DeleteGrace: deleteGrace}, failed: map[string]string{}}
+			opts: sopts, failed: map[string]string{}}
 		defer served.close() // once Run returned
-		for _, p := range placed {
-			if err := served.add(p, true, false); err != nil {
+		for _, o := range opened {
+			if err := served.serve(o, false); err != nil {
 				return &exitError{code: 2, err: err}
 			}
 		}
+		opened = nil // the host's now: served.close closes them
+		log.Info().Strs("spools", served.dirs()).Str("history", historyPath).Str("registered", claim.Path()).Msg("serving")
 		if slices.ContainsFunc(entries, hasMeta) {
 			// Run is started below; a Join before it is refused and
 			// tried again at the next rescan.
 			served.watch(ctx, entries)
 		}
-		log.Info().Strs("spools", spools).Str("history", historyPath).Str("registered", claim.Path()).Msg("serving")
 		tuneGC(ctx)
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

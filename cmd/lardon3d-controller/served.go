@@ -40,43 +40,55 @@ type servedSpools struct {
 	watching sync.WaitGroup
 }
 
-// add locks (unless locked, as at start), opens and adds a spool: before
-// Run (running false), or joining it.
-func (s *servedSpools) add(p placedSpool, locked, running bool) error {
-	var undo []func()
-	fail := func(err error) error {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-		return err
-	}
-	if !locked {
-		lock, err := spool.Lock(p.dir, p.stateDir)
-		if err != nil {
-			return err
-		}
-		undo = append(undo, lock.Unlock)
-	}
-	sp, err := spool.Open(p.dir, s.opts)
+// openedSpool is a spool checked, watched and locked, not served yet.
+type openedSpool struct {
+	placedSpool
+	sp   *spool.Spool
+	undo []func()
+}
+
+// openSpool checks and opens a spool (its mode, before anything is made
+// in it), then takes its one-controller lock.
+func openSpool(p placedSpool, opts spool.Options) (*openedSpool, error) {
+	sp, err := spool.Open(p.dir, opts)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	undo = append(undo, sp.Close)
+	lock, err := spool.Lock(p.dir, p.stateDir)
+	if err != nil {
+		sp.Close()
+		return nil, err
+	}
+	return &openedSpool{placedSpool: p, sp: sp, undo: []func(){sp.Close, lock.Unlock}}, nil
+}
+
+// close undoes openSpool.
+func (o *openedSpool) close() {
+	for _, f := range o.undo {
+		f()
+	}
+}
+
+// serve adds an opened spool to the host: before Run (running false), or
+// joining it; and serves get's listings of it.
+func (s *servedSpools) serve(o *openedSpool, running bool) error {
 	c := s.cfg
-	c.SpoolDir, c.StateDir = p.dir, p.stateDir
+	c.SpoolDir, c.StateDir = o.dir, o.stateDir
 	var ctrl *reconcile.Controller
 	if running {
-		if ctrl, err = s.host.Join(c, sp); err != nil {
-			return fail(err)
+		var err error
+		if ctrl, err = s.host.Join(c, o.sp); err != nil {
+			o.close()
+			return err
 		}
 	} else {
-		ctrl = s.host.Add(c, sp)
+		ctrl = s.host.Add(c, o.sp)
 	}
-	s.closers = append(s.closers, undo...)
-	s.placed = append(s.placed, p)
-	ls, err := serveListings(p.stateDir, p.dir, controllerRows{ctrl}, s.log, s.observe)
+	s.closers = append(s.closers, o.close)
+	s.placed = append(s.placed, o.placedSpool)
+	ls, err := serveListings(o.stateDir, o.dir, controllerRows{ctrl}, s.log, s.observe)
 	if err != nil {
-		s.log.Warn().Err(err).Str("spool", p.dir).Msg("get's listings not served; get reads the spool itself")
+		s.log.Warn().Err(err).Str("spool", o.dir).Msg("get's listings not served; get reads the spool itself")
 		return nil
 	}
 	s.closers = append(s.closers, ls.Close)
@@ -87,27 +99,34 @@ func (s *servedSpools) add(p placedSpool, locked, running bool) error {
 // rescan adds the directories the entries match now and no spool served
 // yet, and declares them in the machine's registry.
 func (s *servedSpools) rescan(entries []string) {
-	dirs, err := expandSpools(entries)
+	found, skipped, err := expandSpools(entries)
 	if err != nil {
 		s.noteFailure("", err)
 		return
 	}
+	for _, err := range skipped {
+		s.noteFailure(err.Error(), err)
+	}
 	added := false
-	for _, dir := range dirs {
-		if s.serves(dir) {
+	for _, e := range found {
+		if s.serves(e.dir) {
 			continue
 		}
-		placed, err := placeSpools([]string{dir}, "")
+		placed, err := placeSpools([]string{e.dir}, "")
+		var o *openedSpool
 		if err == nil {
-			err = s.add(placed[0], false, true)
+			o, err = openSpool(placed[0], s.opts)
+		}
+		if err == nil {
+			err = s.serve(o, true)
 		}
 		if err != nil {
-			s.noteFailure(dir, err)
+			s.noteFailure(e.dir, err)
 			continue
 		}
-		delete(s.failed, dir)
+		delete(s.failed, e.dir)
 		added = true
-		s.log.Info().Str("spool", dir).Str("stateDir", placed[0].stateDir).Msg("serving a new spool")
+		s.log.Info().Str("spool", e.dir).Str("stateDir", placed[0].stateDir).Msg("serving a new spool")
 	}
 	if added {
 		spools, stateDirs := s.declared()
@@ -175,4 +194,10 @@ func (s *servedSpools) close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
+}
+
+// dirs are the spools served.
+func (s *servedSpools) dirs() []string {
+	spools, _ := s.declared()
+	return spools
 }

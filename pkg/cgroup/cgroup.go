@@ -326,11 +326,17 @@ func openV2(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, 
 	// when its unit has Delegate=yes and the controller can have it to
 	// itself (a unit's main process; not a shell's child).
 	why := ""
+	// origin is the service the controller runs in, and originManager the
+	// manager of that service: the scope asked for below stops with it.
+	origin, originManager := "", ""
 	if owner, err := ownerOf(ctx, self); err != nil {
 		why = err.Error()
 	} else {
 		unit, delegated, err := owner.unitDelegates(ctx, o.PID)
 		owner.Close()
+		if strings.HasSuffix(unit, ".service") {
+			origin, originManager = unit, owner.name
+		}
 		switch {
 		case err != nil:
 			why = err.Error()
@@ -357,7 +363,14 @@ func openV2(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, 
 	}
 	defer mgr.Close()
 	scope := o.Name + ".scope"
-	path, err := mgr.delegatedScope(ctx, scope, o.PID)
+	// A controller started by a service stops with it (PartOf=): systemctl
+	// stop must not leave it running in its scope. Not one started from a
+	// login session: it outlives the session where processes do (nohup).
+	partOf := ""
+	if originManager == mgr.name {
+		partOf = origin
+	}
+	path, err := mgr.delegatedScope(ctx, scope, o.PID, partOf)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the controller's cgroup %s is not its own (%s): %v; %s", ErrUnavailable, self, why, err, enforcementHint())
 	}

@@ -23,6 +23,10 @@
 //     a transient scope NAME.scope with Delegate=yes holding the controller
 //     (the system manager as root, the user's own manager otherwise: its
 //     private socket, else the session bus), and builds the subtree there.
+//     A scope asked for by a controller that a service started is PartOf=
+//     and After= that service (where one manager has both), so stopping the
+//     service stops the controller; one started from a login session is
+//     not bound to it (it outlives the session where processes do).
 //     A scope a crashed controller left (still holding its batches) is
 //     joined, in its leaf, so its groups are found and killed. Tree.Setup
 //     says which of these happened and why. One scope for the controller

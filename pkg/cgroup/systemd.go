@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,23 +157,33 @@ func (m *manager) unitDelegates(ctx context.Context, pid int) (unit string, dele
 }
 
 // delegatedScope moves process pid into the transient scope unit (NAME.scope)
-// with Delegate=yes, asking m to create it; when a controller that crashed
+// with Delegate=yes, asking m to create it, PartOf= the unit partOf when
+// set (stopping that unit stops the scope); when a controller that crashed
 // left the scope (with its batches' groups), pid joins it instead, in the
 // leaf the controller keeps for itself. It returns the scope's cgroup path.
-func (m *manager) delegatedScope(ctx context.Context, unit string, pid int) (string, error) {
+func (m *manager) delegatedScope(ctx context.Context, unit string, pid int, partOf string) (string, error) {
 	props := []sddbus.Property{
 		sddbus.PropDescription("lardon3d-controller and its batches' cgroups"),
 		sddbus.PropPids(uint32(pid)),
 		{Name: "Delegate", Value: dbus.MakeVariant(true)},
 	}
+	// Asked for where the manager knows them, dropped one by one (last
+	// first) where it refuses: a memory kill in a batch's group is the
+	// controller's to handle, the scope is not stopped for it
+	// (OOMPolicy=continue); the service that started the controller
+	// stops it (PartOf=, After=).
+	extras := []sddbus.Property{{Name: "OOMPolicy", Value: dbus.MakeVariant("continue")}}
+	if partOf != "" {
+		extras = append(extras, sddbus.Property{Name: "PartOf", Value: dbus.MakeVariant([]string{partOf})}, sddbus.PropAfter(partOf))
+	}
 	done := make(chan string, 1)
-	// A memory kill in a batch's group is the controller's to handle:
-	// the scope is not stopped for it (OOMPolicy=continue, where the
-	// manager knows the property).
-	_, err := m.conn.StartTransientUnitContext(ctx, unit, "fail", append(props, sddbus.Property{Name: "OOMPolicy", Value: dbus.MakeVariant("continue")}), done)
+	var err error
 	var derr dbus.Error
-	if errors.As(err, &derr) && derr.Name != "org.freedesktop.systemd1.UnitExists" {
-		_, err = m.conn.StartTransientUnitContext(ctx, unit, "fail", props, done)
+	for n := len(extras); n >= 0; n-- {
+		_, err = m.conn.StartTransientUnitContext(ctx, unit, "fail", append(slices.Clone(props), extras[:n]...), done)
+		if err == nil || !errors.As(err, &derr) || derr.Name == "org.freedesktop.systemd1.UnitExists" {
+			break
+		}
 	}
 	switch {
 	case err == nil:

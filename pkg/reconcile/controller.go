@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -197,6 +198,8 @@ type Controller struct {
 	index listIndex
 	// closing is set once Run shuts down: no task is cancelled any more.
 	closing bool
+	// runAs runs the spool's tasks (spoolUser), set by prepare.
+	runAs *runner.User
 	// started is set once the host started the loop (Host.spoolsMu).
 	started bool
 	// stopSpool ends the spool's watcher; spoolErr is its result.
@@ -219,7 +222,7 @@ type entry struct {
 	appliedHash string
 	fileHash    string
 	// owner runs the task's batches (nil: the controller's user): the
-	// manifest's owner, for a controller running as root (ownerOf).
+	// spool's owner, for a controller running as root (spoolUser).
 	owner       *runner.User
 	inQueue     bool
 	duplicateOf string
@@ -336,6 +339,11 @@ func (c *Controller) prepare(sweep bool) error {
 			return fmt.Errorf("state directory: %w", err)
 		}
 	}
+	runAs, err := spoolUser(c.cfg.SpoolDir)
+	if err != nil {
+		return err
+	}
+	c.runAs = runAs
 	killLeftovers(c.cfg.StateDir, c.batches.cgroups, sweep, c.log)
 	c.batches.journal = newGroupJournal(filepath.Join(c.cfg.StateDir, "run"))
 	c.estimatesDirty = true
@@ -363,16 +371,33 @@ func (c *Controller) loop(ctx context.Context) error {
 	c.index.changed = true
 	c.publishIndex(time.Now())
 	defer func() { c.closing = true }()
+	events, spoolErr := c.spool.Events(), c.spoolErr
+	// lost ends the loop when the spool cannot be watched any more (its
+	// directory removed or moved), unless other spools are served: then
+	// only this one stops taking events (its batches end, their statuses
+	// are retried), the others run on.
+	lost := func(err error) error {
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		err = fmt.Errorf("spool %s: %w", c.cfg.SpoolDir, err)
+		if !c.host.multiSpool() {
+			return err
+		}
+		c.log.Error().Err(err).Msg("this spool is not watched any more; the others are served on (restart the controller to serve it again)")
+		events, spoolErr = nil, nil
+		return nil
+	}
 	for {
 		select {
-		case ev, ok := <-c.spool.Events():
+		case ev, ok := <-events:
 			if !ok {
 				// The spool closes its events as Run returns: its error,
 				// not the closed channel, is the cause.
-				if err := <-c.spoolErr; err != nil {
-					return fmt.Errorf("spool %s: %w", c.cfg.SpoolDir, err)
+				if err := lost(<-spoolErr); err != nil {
+					return err
 				}
-				return fmt.Errorf("spool %s stopped", c.cfg.SpoolDir)
+				continue
 			}
 			c.takeEvent(ev)
 			// Take what else is waiting before flushing: the writes due
@@ -387,8 +412,11 @@ func (c *Controller) loop(ctx context.Context) error {
 			c.publishBudgets()
 			c.countPhases(time.Now(), false) // exact again once a burst of writes ends
 			c.publishEstimates()
-		case err := <-c.spoolErr:
-			return fmt.Errorf("spool %s: %w", c.cfg.SpoolDir, err)
+		case err := <-spoolErr:
+			if err := lost(err); err != nil {
+				return err
+			}
+			continue
 		case <-ctx.Done():
 			return nil
 		}
@@ -638,16 +666,16 @@ func (c *Controller) handleFile(ev spool.Event) {
 		c.putEntry(ev.Path, e)
 		c.byName[name] = ev.Path
 		c.host.seenSeq(e.status.QueueSeq)
-		e.owner = ownerOf(ev.Identity)
+		e.owner = c.runAs
 		c.first(e, ev.Task, ev.Err)
 		return
 	}
-	e.owner = ownerOf(ev.Identity)
+	e.owner = c.runAs
 	c.edit(e, ev.Task, ev.Err)
 }
 
 // resolveItems resolves a task's items. For a task run as another user
-// (ownerOf), every item that is a path must be one that user may read:
+// (spoolUser), every item that is a path must be one that user may read:
 // the controller resolves them with its own rights, and must not hand the
 // user's batch what only root reaches (neither a name nor a content).
 func (c *Controller) resolveItems(e *entry, spec v1alpha1.TaskSpec) ([]string, error) {
@@ -667,19 +695,31 @@ func (c *Controller) resolveItems(e *entry, spec v1alpha1.TaskSpec) ([]string, e
 	return items, nil
 }
 
-// ownerOf is who runs the task of a manifest version: nil (the
-// controller's user) unless the controller runs as root and another user
-// owns the file; then that user, as atd and cron do. A user the passwd
-// database does not know still runs as its uid and gid, never as root.
-func ownerOf(id spool.FileIdentity) *runner.User {
-	if id.UID == 0 || os.Geteuid() != 0 {
-		return nil
+// spoolUser is who runs the tasks of a spool: nil (the controller's
+// user) unless the controller runs as root and another user owns the spool
+// directory; then that user, as atd and cron run a job as its owner
+// (uid, gid, groups and HOME from the passwd database; a uid it does not
+// know runs as that uid and the directory's gid, never as root). The spool
+// accepts only files of that user and root: a root-owned manifest in a
+// user's spool runs as the user too, since root cannot tell whether the
+// user planted it there (a copy of a status write-back renamed away, a
+// hard link).
+func spoolUser(dir string) (*runner.User, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
 	}
-	u, err := runner.LookupUser(id.UID, id.GID)
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	if st.Uid == 0 {
+		return nil, nil
+	}
+	u, err := runner.LookupUser(st.Uid, st.Gid)
 	if err != nil {
-		return &runner.User{UID: id.UID, GID: id.GID, Groups: []uint32{id.GID}, Home: "/"}
+		return &runner.User{UID: st.Uid, GID: st.Gid, Groups: []uint32{st.Gid}, Home: "/"}, nil
 	}
-	return u
+	return u, nil
 }
 
 // moveEntry moves the task of the manifest at from to the path to (a

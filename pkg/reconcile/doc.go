@@ -16,11 +16,12 @@
 // stops every spool's loop, closes the queue, waits for every batch, then
 // lets each controller write what is left. New serves one spool.
 //
-// Users. A controller running as root runs the batches of a manifest
-// another user owns as that user (ownerOf: uid, gid, groups and HOME from
-// the passwd database, runner.Spec.User), never as root; the spool accepts
-// only files of the spool directory's owner and root, so the owner decides.
-// Their scratch lease directory is handed to them.
+// Users. A controller running as root runs the batches of a spool another
+// user owns as that user (spoolUser: uid, gid, groups and HOME from the
+// passwd database, runner.Spec.User), never as root: the spool accepts only
+// that user's files and root's, and a root-owned file in a user's spool may
+// have been planted there. Their items must be readable by the user
+// (resolveItems), their scratch lease directory is handed to them.
 //
 // Ownership. One goroutine per spool (Controller.loop) owns every entry: the parsed
 // manifest, the authoritative in-memory status and the write schedule. Spool

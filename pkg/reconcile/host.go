@@ -116,36 +116,32 @@ func NewHost(cfg Config, deps Deps) *Host {
 // delays, MemoryTolerance, CommitBeforeNextBatch) and the spool's watcher.
 // REQUIRES: before Run (then Join).
 func (h *Host) Add(cfg Config, sp Spool) *Controller {
+	c := h.newController(cfg, sp)
 	h.spoolsMu.Lock()
 	defer h.spoolsMu.Unlock()
-	return h.lockedAdd(cfg, sp)
+	h.lockedRegister(c)
+	return c
 }
 
 // Join adds a spool to a running host (one a pattern found later): its
-// state directory is prepared (what a crashed controller of this spool
-// left is killed, by its records: the batches of the other spools run in
-// the same cgroup subtree) and its loop started. It fails once Run stops;
-// a spool whose preparation failed keeps its place, unused.
+// state directory is prepared first (what a crashed controller of this
+// spool left is killed, by its records only: the batches of the other
+// spools run in the same cgroup subtree), then it takes its place and its
+// loop starts. It fails, leaving nothing behind, once Run stops.
 func (h *Host) Join(cfg Config, sp Spool) (*Controller, error) {
-	h.spoolsMu.Lock()
-	if !h.running {
-		h.spoolsMu.Unlock()
-		return nil, errors.New("the controller is not running")
-	}
-	c := h.lockedAdd(cfg, sp)
-	h.spoolsMu.Unlock()
-	// No lock across the files and kills: the queue's router reads spools.
+	c := h.newController(cfg, sp)
 	c.log = c.log.With().Str("spool", c.cfg.SpoolDir).Logger()
-	err := c.prepare(false)
-	h.spoolsMu.Lock()
-	defer h.spoolsMu.Unlock()
-	if err == nil && !h.running {
-		err = errors.New("the controller stopped")
-	}
-	if err != nil {
-		h.noteSettled(c.idx, true, 0) // never a reason to wait
+	// No lock across the files and kills: the queue's router reads spools.
+	if err := c.prepare(false); err != nil {
 		return nil, err
 	}
+	h.spoolsMu.Lock()
+	defer h.spoolsMu.Unlock()
+	if !h.running {
+		c.batches.journal.close()
+		return nil, errors.New("the controller is not running")
+	}
+	h.lockedRegister(c)
 	h.lockedStartLoop(c)
 	return c, nil
 }
@@ -158,19 +154,15 @@ func (h *Host) lockedStartLoop(c *Controller) {
 	go func() { errs <- c.loop(ctx) }()
 }
 
-// lockedAdd is Add. REQUIRES: spoolsMu held.
-func (h *Host) lockedAdd(cfg Config, sp Spool) *Controller {
+// newController builds a spool's controller, not yet in its place.
+func (h *Host) newController(cfg Config, sp Spool) *Controller {
 	cfg = cfg.withDefaults()
-	idx := len(h.spools)
 	c := &Controller{
 		cfg:     cfg,
 		log:     h.log,
 		host:    h,
-		idx:     idx,
 		spool:   sp,
 		gov:     h.gov,
-		queue:   spoolQueue{q: h.queue, prefix: spoolPrefix(idx)},
-		metrics: spoolMetrics{Metrics: h.metrics, h: h, idx: idx},
 		prober:  h.prober,
 		book:    h.book,
 		inbox:   newInbox(),
@@ -184,6 +176,15 @@ func (h *Host) lockedAdd(cfg Config, sp Spool) *Controller {
 	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
 	c.batches.cgroups = h.cgroups
 	c.batches.scratch = h.scratch
+	return c
+}
+
+// lockedRegister gives c its place: its index, its view of the queue and
+// of the metrics. REQUIRES: spoolsMu held.
+func (h *Host) lockedRegister(c *Controller) {
+	c.idx = len(h.spools)
+	c.queue = spoolQueue{q: h.queue, prefix: spoolPrefix(c.idx)}
+	c.metrics = spoolMetrics{Metrics: h.metrics, h: h, idx: c.idx}
 	h.spools = append(h.spools, c)
 	h.mu.Lock()
 	h.mu.phases = append(h.mu.phases, nil)
@@ -191,7 +192,6 @@ func (h *Host) lockedAdd(cfg Config, sp Spool) *Controller {
 	h.mu.settled = append(h.mu.settled, false)
 	h.mu.seen = append(h.mu.seen, 0)
 	h.mu.Unlock()
-	return c
 }
 
 // spoolPrefix is what the queue's name of a task of the idx-th spool
@@ -265,6 +265,14 @@ func (h *Host) workMemory() int64 {
 		sum += c.batches.workMemory()
 	}
 	return sum
+}
+
+// multiSpool reports whether the host serves several spools: one that is
+// lost then stops alone.
+func (h *Host) multiSpool() bool {
+	h.spoolsMu.RLock()
+	defer h.spoolsMu.RUnlock()
+	return len(h.spools) > 1
 }
 
 // nextSeq hands out the next arrival number.

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -143,22 +144,64 @@ func TestOneHostNeverOvercommitsAcrossSpools(t *testing.T) {
 	}
 }
 
-// One arrival order across spools: a task dropped in the second spool
-// before one dropped in the first runs first.
+// One arrival order across spools: while a task holds the memory, a task
+// dropped in the second spool, then one in the first, run in that order.
 func TestOneHostKeepsArrivalOrderAcrossSpools(t *testing.T) {
 	order := filepath.Join(t.TempDir(), "order")
-	var spools []string
-	_, _, _ = hostSpools(t, 2, func(i int, dir string) {
-		spools = append(spools, dir)
-		// The second spool's task comes first (an earlier arrival number,
-		// as a previous run would have written it).
-		seq := 2 - i
-		writeFile(t, filepath.Join(dir, "t.yaml"), manifest("t", fmt.Sprintf("echo %d >> %s", i, order),
-			"  resources: {batch: {max: 4}, fixed: {memory: 5Gi}}\n")+
-			fmt.Sprintf("status: {queueSeq: %d}\n", seq))
-	})
+	gate := filepath.Join(t.TempDir(), "gate")
+	gov := governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
+	snap := func() (governor.Snapshot, error) { return fixedMachine(), nil }
+	base := t.TempDir()
+	cfg := Config{ExitWhenDone: true, WaitForTasks: 5, KillGrace: time.Second, HistoryPath: filepath.Join(base, "history.db")}
+	h := NewHost(cfg, Deps{Governor: gov, Snapshot: snap, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	big := "  resources: {batch: {max: 4}, fixed: {memory: 5Gi}}\n"
+	var dirs []string
+	for i := range 2 {
+		dir := filepath.Join(base, fmt.Sprintf("spool%d", i))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		sp, err := spool.Open(dir, spool.Options{Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(sp.Close)
+		c := cfg
+		c.SpoolDir = dir
+		h.Add(c, sp)
+		dirs = append(dirs, dir)
+	}
+	// The blocker holds 5Gi of 8 until the gate opens. The second spool
+	// had two tasks already: numbered per spool, its new task would come
+	// after the first spool's.
+	writeFile(t, filepath.Join(dirs[0], "blocker.yaml"), manifest("blocker", "while [ ! -e "+gate+" ]; do sleep 0.02; done", big))
+	for _, n := range []string{"x", "y"} {
+		writeFile(t, filepath.Join(dirs[1], n+".yaml"), manifest(n, "true", "  resources: {fixed: {memory: 16Mi}}\n"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan Outcome, 1)
+	go func() { out, _ := h.Run(ctx); done <- out }()
+	deadline := time.Now().Add(20 * time.Second)
+	for gov.Budgets().Reservations == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	writeFile(t, filepath.Join(dirs[1], "t.yaml"), manifest("t", "echo 1 >> "+order, big))
+	for time.Now().Before(deadline) { // the first arrival is queued before the second comes
+		if task, _ := v1alpha1.ParseManifest("t.yaml", mustRead(t, filepath.Join(dirs[1], "t.yaml"))); task != nil && task.Status.QueueSeq > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	writeFile(t, filepath.Join(dirs[0], "t.yaml"), manifest("t", "echo 0 >> "+order, big))
+	time.Sleep(200 * time.Millisecond)
+	writeFile(t, gate, "")
+	out := <-done
+	if !out.AllDone {
+		t.Fatalf("not every task Done: %+v", out.Tasks)
+	}
 	if got := strings.Fields(string(mustRead(t, order))); strings.Join(got, " ") != "1 0" {
-		t.Errorf("ran in order %v, want [1 0] (the second spool's task arrived first)", got)
+		t.Errorf("ran in order %v, want [1 0]: the second spool's task arrived first", got)
 	}
 }
 
@@ -238,4 +281,94 @@ func TestASpoolJoinsARunningHost(t *testing.T) {
 	if _, err := h.Join(c, sp3); err == nil {
 		t.Error("Join after Run stopped: no error")
 	}
+}
+
+// Randomized (fixed seed): three spools served by one host, thirty tasks
+// of random declared memory (1 to 5 GiB on an 8 GiB machine) and random
+// dependencies within their spool. The batches' own marks (start, end,
+// LARDON3D_MEMORY_LIMIT) never show more memory in use at once than the
+// machine has, every task ends Done, and every dependency ended first.
+func TestOneHostRandomizedNeverOvercommits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(30, 3))
+	spans := filepath.Join(t.TempDir(), "spans")
+	type plan struct {
+		spool int
+		name  string
+		deps  []string
+	}
+	var plans []plan
+	_, out, gov := hostSpools(t, 3, func(i int, dir string) {
+		for n := range 10 {
+			name := fmt.Sprintf("t%d", n)
+			var deps []string
+			if n > 0 && rng.IntN(3) == 0 {
+				deps = append(deps, fmt.Sprintf("t%d", rng.IntN(n)))
+			}
+			extra := fmt.Sprintf("  resources: {batch: {max: 4}, fixed: {memory: %dGi}}\n", 1+rng.IntN(5))
+			if len(deps) > 0 {
+				extra += "  dependsOn: [" + strings.Join(deps, ", ") + "]\n"
+			}
+			tag := fmt.Sprintf("s%d-%s", i, name)
+			cmd := "echo " + tag + " start $(date +%s%N) $LARDON3D_MEMORY_LIMIT >> " + spans +
+				"; sleep 0.0" + strconv.Itoa(1+rng.IntN(5)) + "; echo " + tag + " end $(date +%s%N) $LARDON3D_MEMORY_LIMIT >> " + spans
+			writeFile(t, filepath.Join(dir, name+".yaml"), manifest(name, cmd, extra))
+			plans = append(plans, plan{i, name, deps})
+		}
+	})
+	if !out.AllDone || len(out.Tasks) != 30 {
+		t.Fatalf("AllDone %v with %d tasks, want every one of 30 Done", out.AllDone, len(out.Tasks))
+	}
+	type mark struct {
+		tag, what string
+		at, mem   int64
+	}
+	var marks []mark
+	for _, line := range strings.Split(strings.TrimSpace(string(mustRead(t, spans))), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			t.Fatalf("span line %q", line)
+		}
+		at, err1 := strconv.ParseInt(f[2], 10, 64)
+		mem, err2 := strconv.ParseInt(f[3], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("span line %q", line)
+		}
+		marks = append(marks, mark{f[0], f[1], at, mem})
+	}
+	sort.SliceStable(marks, func(i, j int) bool {
+		if marks[i].at != marks[j].at {
+			return marks[i].at < marks[j].at
+		}
+		return marks[i].what == "end" // an end and a start at once: the end first
+	})
+	var inUse, peak int64
+	ended := map[string]int64{}
+	started := map[string]int64{}
+	for _, m := range marks {
+		if m.what == "start" {
+			inUse += m.mem
+			if _, ok := started[m.tag]; !ok {
+				started[m.tag] = m.at
+			}
+		} else {
+			inUse -= m.mem
+			ended[m.tag] = m.at
+		}
+		peak = max(peak, inUse)
+	}
+	if capacity := fixedMachine().MemTotal; peak > capacity {
+		t.Errorf("batches held %d MiB at once on a %d MiB machine", peak>>20, capacity>>20)
+	}
+	for _, p := range plans {
+		for _, d := range p.deps {
+			tag, dep := fmt.Sprintf("s%d-%s", p.spool, p.name), fmt.Sprintf("s%d-%s", p.spool, d)
+			if started[tag] < ended[dep] {
+				t.Errorf("%s started before its dependency %s ended", tag, dep)
+			}
+		}
+	}
+	if v := gov.Budgets(); v.Reservations != 0 || v.Memory.Reserved != 0 {
+		t.Errorf("after the run: %d reservations, %d bytes reserved", v.Reservations, v.Memory.Reserved)
+	}
+	t.Logf("peak %d MiB of %d MiB over %d batches", peak>>20, fixedMachine().MemTotal>>20, len(marks)/2)
 }

@@ -29,10 +29,11 @@ const (
 	// names, and does not hang on a FIFO planted there.
 	noFollow     = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	maxClaimSize = 1 << 20
-	// lockWait bounds the wait for the registry lock, which another
-	// Acquire holds only for a few file operations.
-	lockWait = 10 * time.Second
 )
+
+// lockWait bounds the wait for the registry lock, which another Acquire
+// holds only for a few file operations (a variable: tests shorten it).
+var lockWait = 10 * time.Second
 
 // lockRegistry takes the exclusive flock on dir's registry.lock, waiting
 // at most lockWait, and returns its release.
@@ -56,7 +57,7 @@ func lockRegistry(dir string) (func(), error) {
 	}
 }
 
-// openLock opens the registry lock file, creating it writable by everyone
+// openLock opens the registry lock file, creating it readable by everyone
 // when missing. An existing one is opened without O_CREAT: with
 // fs.protected_regular, O_CREAT on another user's file in a sticky
 // directory fails even where the mode allows the open.
@@ -70,10 +71,12 @@ func openLock(path string) (*os.File, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err
 		}
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|noFollow, 0o666)
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|noFollow, 0o644)
 		if err == nil {
-			// Past the umask: every user's controller opens it.
-			return f, f.Chmod(0o666)
+			// Readable past the umask: every user's controller opens it
+			// (flock needs no write access), and none may link it (a
+			// file they cannot write, with fs.protected_hardlinks).
+			return f, f.Chmod(0o644)
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, err
@@ -141,12 +144,10 @@ func inspect(path string, prune bool) (Claim, bool, error) {
 func inspectOnce(path string, prune bool) (c Claim, alive, replaced bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
 	if err != nil {
-		// Gone since listed (released), a symlink, or unreadable: none is
-		// a claim a controller wrote (they are regular files, mode 0644).
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ELOOP) {
-			return Claim{}, false, false, nil
-		}
-		return Claim{}, false, false, fmt.Errorf("claim %s: %w", path, err)
+		// Gone since listed (released), a symlink, a socket, unreadable:
+		// none is a claim a controller wrote (regular files, mode 0644),
+		// and none may keep a controller from starting.
+		return Claim{}, false, false, nil
 	}
 	defer f.Close()
 	fi, err := f.Stat()
@@ -169,13 +170,43 @@ func inspectOnce(path string, prune bool) (c Claim, alive, replaced bool, err er
 	data, err := io.ReadAll(io.LimitReader(f, maxClaimSize))
 	if err != nil || json.Unmarshal(data, &c) != nil || c.PID <= 0 {
 		// Alive but unreadable: its name and owner still say who it is.
-		uid := -1
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid = int(st.Uid)
+		c = Claim{PID: pidOfName(filepath.Base(path))}
+	}
+	// Who, the kernel says, not the file: its owner is the user, the
+	// holder of its lock the process (anyone can write a claim).
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if int(st.Uid) != c.UID {
+			c.UID, c.User = int(st.Uid), userName(int(st.Uid))
 		}
-		c = Claim{PID: pidOfName(filepath.Base(path)), UID: uid, User: userName(uid)}
+		if pid := lockHolder(st); pid > 0 {
+			c.PID = pid
+		}
 	}
 	return c, true, false, nil
+}
+
+// lockHolder is flockHolder; unit tests that play several controllers in
+// one process (fake PIDs) replace it.
+var lockHolder = flockHolder
+
+// flockHolder is the process holding the exclusive flock on the file of
+// stat st, from /proc/locks ("1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE
+// 0 EOF"); 0 when it cannot be told.
+func flockHolder(st *syscall.Stat_t) int {
+	data, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == want {
+			if pid, err := strconv.Atoi(f[4]); err == nil {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // publish writes want to a new claim file in dir and returns it open,

@@ -129,14 +129,19 @@ func Acquire(c Claim, machineMemory int64) (*Held, error) {
 
 // acquireIn registers want in dir, the claims in readDirs allowing. The
 // registry lock of dir is held from the check to the write, so that two
-// controllers registering there at once are told of each other.
+// controllers registering there at once are told of each other. Where the
+// lock cannot be had (anyone may open it, so anyone may hold it: a
+// waiting room, not a gate), the claim is published, then checked again
+// against every other: of two controllers registering at that very moment
+// both may refuse, never both start.
 func acquireIn(dir string, readDirs []string, want Claim, machineMemory int64) (*Held, error) {
-	unlock, err := lockRegistry(dir)
-	if err != nil {
-		return nil, err
+	unlock, lockErr := lockRegistry(dir)
+	prune := ""
+	if lockErr == nil {
+		defer unlock()
+		prune = dir
 	}
-	defer unlock()
-	live, err := scan(readDirs, dir)
+	live, err := scan(readDirs, prune)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +152,20 @@ func acquireIn(dir string, readDirs []string, want Claim, machineMemory int64) (
 	if err != nil {
 		return nil, err
 	}
-	return &Held{file: f, path: path, claim: want}, nil
+	h := &Held{file: f, path: path, claim: want}
+	if lockErr == nil {
+		return h, nil
+	}
+	live, err = scan(readDirs, "")
+	others := slices.DeleteFunc(live, func(c Claim) bool { return c.PID == want.PID })
+	if err == nil {
+		err = decide(others, want, machineMemory)
+	}
+	if err != nil {
+		_ = h.Release()
+		return nil, err
+	}
+	return h, nil
 }
 
 // Live returns every live claim in every directory of Dirs, by PID. Where

@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +39,10 @@ func TestMain(m *testing.M) {
 		_ = h.Release()
 		os.Exit(0)
 	}
+	// The tests play several controllers in one process, with fake
+	// PIDs: the kernel would name this process as every lock's holder.
+	// TestTheKernelSaysWhoHoldsAClaim puts the real one back.
+	lockHolder = func(*syscall.Stat_t) int { return 0 }
 	os.Exit(m.Run())
 }
 
@@ -420,5 +426,68 @@ func TestUpdateAddsASpool(t *testing.T) {
 	_ = h.Release()
 	if _, ok, _ := Serving(later); ok {
 		t.Error("Serving after Release still finds the claim")
+	}
+}
+
+// A claim says who holds it, but the kernel decides: its user is the
+// file's owner and its PID the holder of its lock, whatever its JSON
+// says (anyone may write a file in the registry).
+func TestTheKernelSaysWhoHoldsAClaim(t *testing.T) {
+	dir := useDir(t)
+	lockHolder = flockHolder
+	t.Cleanup(func() { lockHolder = func(*syscall.Stat_t) int { return 0 } })
+	forged := filepath.Join(dir, "controller-1.json")
+	f, err := os.OpenFile(forged, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(`{"pid":1,"uid":0,"user":"root","spools":["/x"]}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Chown(4343, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	live, err := Live()
+	if err != nil || len(live) != 1 {
+		t.Fatalf("Live = %+v, %v", live, err)
+	}
+	if c := live[0]; c.PID != os.Getpid() || c.UID != 4343 {
+		t.Errorf("a claim written as pid 1, uid 0 by uid 4343 from pid %d reads as pid %d uid %d", os.Getpid(), c.PID, c.UID)
+	}
+	// A socket, a directory where the lock goes: skipped, never fatal.
+	if err := os.Mkdir(filepath.Join(dir, "controller-2.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Live(); err != nil {
+		t.Errorf("Live beside a directory named as a claim: %v", err)
+	}
+}
+
+// A registry lock held forever (anyone may open it) delays a start; it
+// does not stop it: the claim is published, then checked against the
+// others.
+func TestAHeldRegistryLockOnlyDelays(t *testing.T) {
+	dir := useDir(t)
+	defer func(w time.Duration) { lockWait = w }(lockWait)
+	lockWait = 100 * time.Millisecond
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Acquire(Claim{PID: fakePID, Spools: []string{t.TempDir()}}, 8*gib)
+	if err != nil {
+		t.Fatalf("Acquire with the registry lock held by someone: %v", err)
+	}
+	defer h.Release()
+	if _, err := Acquire(Claim{PID: fakePID + 1, Spools: []string{t.TempDir()}}, 8*gib); !errors.As(err, new(*BusyError)) {
+		t.Errorf("a second Acquire with the lock held: %v, want a BusyError", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/rs/zerolog"
 )
@@ -81,7 +82,14 @@ func (l *Leases) Create(dir string) error {
 	}
 	err := os.Mkdir(dir, 0o700)
 	if errors.Is(err, fs.ErrExist) {
+		// Ours from an earlier attempt of the batch: a directory (not a
+		// link) of the controller's user. Anyone else's (made in advance
+		// on a shared volume, to be handed to another user's batch) is
+		// refused.
 		if fi, serr := os.Lstat(dir); serr == nil && fi.IsDir() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+				return fmt.Errorf("create scratch lease directory: %s exists and belongs to uid %d, not to the controller", dir, st.Uid)
+			}
 			return nil
 		}
 	}

@@ -37,6 +37,20 @@ func TestLeaseDirectoryLifeCycle(t *testing.T) {
 	if err := l.Create(filepath.Join(vol, "gone", l.Prefix()+"2")); err == nil {
 		t.Error("Create on a missing volume succeeded")
 	}
+	// A lease's directory someone else made in advance (on a shared
+	// volume, to be handed to another user's batch) is refused.
+	if os.Geteuid() == 0 {
+		squat := filepath.Join(vol, l.Prefix()+"9")
+		if err := os.Mkdir(squat, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(squat, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Create(squat); err == nil {
+			t.Error("Create took a directory uid 4242 made in advance")
+		}
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

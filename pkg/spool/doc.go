@@ -32,8 +32,7 @@
 // pause, resume) use the same path (ReadManifest, Spool.SetPaused).
 // The owners accepted, of a manifest, a link or a directory on the way,
 // are root and the controller's user; for a controller running as root,
-// root and the spool directory's owner, whose tasks it runs as them
-// (FileIdentity.UID, GID).
+// root and the spool directory's owner, as whom it runs them.
 //
 // # Watching: one owner, events as hints, the writer's word
 //

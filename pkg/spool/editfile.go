@@ -43,9 +43,6 @@ type FileIdentity struct {
 	ModTime time.Time
 	// Hash is the SHA-256 of the bytes read.
 	Hash [sha256.Size]byte
-	// UID and GID own the file: a controller running as root runs its
-	// task as them.
-	UID, GID uint32
 }
 
 // String prints the identity briefly for logs.
@@ -67,7 +64,7 @@ func readVersion(f *os.File, max int64) (FileIdentity, []byte, *syscall.Stat_t, 
 		return FileIdentity{}, nil, nil, err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	id := FileIdentity{Inode: st.Ino, Size: int64(len(data)), ModTime: fi.ModTime(), Hash: sha256.Sum256(data), UID: st.Uid, GID: st.Gid}
+	id := FileIdentity{Inode: st.Ino, Size: int64(len(data)), ModTime: fi.ModTime(), Hash: sha256.Sum256(data)}
 	return id, data, st, nil
 }
 

@@ -72,7 +72,7 @@ func Lock(spoolDir, stateDir string) (*ControllerLock, error) {
 		return nil, fmt.Errorf("lock spool %s: %w", spoolDir, err)
 	}
 	l.files = append(l.files, dir)
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600) // never through a link
 	if err != nil {
 		l.Unlock()
 		return nil, fmt.Errorf("lock file: %w", err)

@@ -389,6 +389,8 @@ func runSetup(s *setup, controller, guest string) []result {
 	logFile := filepath.Join(base, "controller.log")
 	if s.spool != "" {
 		spool = s.spool
+		// A spool two setups share starts empty for each.
+		_ = os.RemoveAll(spool)
 		if err := os.MkdirAll(spool, 0o700); err != nil {
 			return []result{{Setup: s.name, Scenario: "setup", Detail: err.Error()}}
 		}
