@@ -256,12 +256,25 @@ spec:
 		if err := os.Chown(peek, int(uid), int(uid)); err != nil {
 			t.Fatal(err)
 		}
+		// A glob over a directory only root may list: globbed as the
+		// user, it finds nothing, and nothing of it reaches the status.
+		private := filepath.Join(base, fmt.Sprintf("private%d", i))
+		if err := os.Mkdir(private, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(private, "hidden-name.jpg"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		glob := writeManifest(t, dir, "glob.yaml", strings.Replace(task("glob"), "items: {count: 2}", "items: {glob: '"+private+"/*'}", 1))
+		if err := os.Chown(glob, int(uid), int(uid)); err != nil {
+			t.Fatal(err)
+		}
 		other := writeManifest(t, dir, "other.yaml", task("other"))
 		if err := os.Chown(other, 4343, 4343); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := startController(t, sp[0], "--spool", sp[1], "--exit-when-done", "--wait-for-tasks", "6")
+	c := startController(t, sp[0], "--spool", sp[1], "--exit-when-done", "--wait-for-tasks", "8")
 	c.wait(t, 2*time.Minute)
 	for i, dir := range sp {
 		uid := owners[i]
@@ -298,6 +311,14 @@ spec:
 		}
 		if _, err := os.Stat(filepath.Join(dir, "peek.uid")); err == nil {
 			t.Errorf("%s: a task of items only root may read ran", dir)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "glob.uid")); err == nil {
+			t.Errorf("%s: a task globbing a directory only root may list ran", dir)
+		}
+		if g := readFile(t, filepath.Join(dir, "glob.yaml")); strings.Contains(g, "hidden-name") || strings.Contains(g, "not readable") {
+			// "1 of 1 items are not readable" would tell the user that
+			// the directory holds a file: the glob must find nothing.
+			t.Errorf("%s: what only root may list reached the user's status:\n%s", dir, g)
 		}
 		// The spool's state is out of the owner's reach: not in the spool.
 		if _, err := os.Stat(filepath.Join(dir, ".lardon3d")); err == nil {

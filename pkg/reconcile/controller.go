@@ -679,20 +679,28 @@ func (c *Controller) handleFile(ev spool.Event) {
 // the controller resolves them with its own rights, and must not hand the
 // user's batch what only root reaches (neither a name nor a content).
 func (c *Controller) resolveItems(e *entry, spec v1alpha1.TaskSpec) ([]string, error) {
-	items, err := v1alpha1.ResolveItems(spec, c.cfg.SpoolDir)
-	if err != nil || e.owner == nil {
-		return items, err
+	if e.owner == nil {
+		return v1alpha1.ResolveItems(spec, c.cfg.SpoolDir)
 	}
-	denied := 0
-	for _, it := range items {
-		if filepath.IsAbs(it) && e.owner.MayRead(it) != nil {
-			denied++
+	// Globbed as the user too: a pattern lists only what the user may.
+	var items []string
+	err := runner.AsUser(e.owner, func() error {
+		var err error
+		if items, err = v1alpha1.ResolveItems(spec, c.cfg.SpoolDir); err != nil {
+			return err
 		}
-	}
-	if denied > 0 {
-		return nil, fmt.Errorf("%d of %d items are not readable by uid %d, the manifest's owner, as whom the task runs", denied, len(items), e.owner.UID)
-	}
-	return items, nil
+		denied := 0
+		for _, it := range items {
+			if filepath.IsAbs(it) && e.owner.MayRead(it) != nil {
+				denied++
+			}
+		}
+		if denied > 0 {
+			return fmt.Errorf("%d of %d items are not readable by uid %d, the spool's owner, as whom the task runs", denied, len(items), e.owner.UID)
+		}
+		return nil
+	})
+	return items, err
 }
 
 // spoolUser is who runs the tasks of a spool: nil (the controller's

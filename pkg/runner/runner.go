@@ -170,14 +170,21 @@ func (b *Batch) start() error {
 	b.batchID = newBatchID()
 	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, BatchIDEnv+"=") })
 	env = append(env, BatchIDEnv+"="+b.batchID)
-	if s.WorkingDir != "" {
-		if fi, err := os.Stat(s.WorkingDir); err != nil {
-			return fmt.Errorf("working directory: %w", err)
-		} else if !fi.IsDir() {
-			return fmt.Errorf("working directory %s: not a directory", s.WorkingDir)
+	// Looked up as the batch's user (AsUser): a root controller tells a
+	// user nothing of paths the user cannot reach.
+	var path string
+	err = AsUser(b.runAs, func() error {
+		if s.WorkingDir != "" {
+			if fi, err := os.Stat(s.WorkingDir); err != nil {
+				return fmt.Errorf("working directory: %w", err)
+			} else if !fi.IsDir() {
+				return fmt.Errorf("working directory %s: not a directory", s.WorkingDir)
+			}
 		}
-	}
-	path, err := lookPath(argv[0], envValue(env, "PATH"), s.WorkingDir)
+		var err error
+		path, err = lookPath(argv[0], envValue(env, "PATH"), s.WorkingDir)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -343,4 +345,75 @@ func splitPath(p string) []string {
 		}
 	}
 	return out
+}
+
+// AsUser runs fn with u's filesystem identity: on an OS thread locked
+// for it, whose fsuid, fsgid and groups are u's for the call (set with raw
+// system calls, which change the calling thread only), so that every path
+// fn resolves, lists or opens is judged by the kernel as for u, ACLs
+// included, and a root controller learns nothing through fn that u could
+// not. The thread's identity is then put back (fsuid 0 gives back root's
+// file capabilities) and the thread returned to the runtime: a thread must
+// not be thrown away, since a batch it forked earlier would get its
+// parent-death signal. Where it cannot be put back, AsUser panics rather
+// than let other goroutines run as u. fn must do its file system work on
+// its own goroutine. With u nil or root, fn runs as is.
+func AsUser(u *User, fn func() error) error {
+	if u == nil || u.UID == 0 || os.Geteuid() != 0 {
+		return fn()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	saved, err := threadGroups()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := becomeOnThread(uint32(os.Geteuid()), uint32(os.Getegid()), saved); err != nil {
+			panic(fmt.Sprintf("runner: the thread's identity cannot be put back: %v", err))
+		}
+	}()
+	groups := u.Groups
+	if len(groups) == 0 {
+		groups = []uint32{u.GID}
+	}
+	if err := becomeOnThread(u.UID, u.GID, groups); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// threadGroups are the calling thread's supplementary groups.
+func threadGroups() ([]uint32, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, 0, 0, 0)
+	if e != 0 {
+		return nil, fmt.Errorf("getgroups: %w", e)
+	}
+	groups := make([]uint32, n+1) // never empty: a pointer to pass
+	m, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, n, uintptr(unsafe.Pointer(&groups[0])), 0)
+	if e != 0 {
+		return nil, fmt.Errorf("getgroups: %w", e)
+	}
+	return groups[:m], nil
+}
+
+// becomeOnThread gives the calling thread groups, fsgid gid and fsuid uid.
+// setfsuid and setfsgid return the previous value and never an error: each
+// is called again to read back what took.
+func becomeOnThread(uid, gid uint32, groups []uint32) error {
+	ptr := uintptr(0)
+	if len(groups) > 0 {
+		ptr = uintptr(unsafe.Pointer(&groups[0]))
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), ptr, 0); e != 0 {
+		return fmt.Errorf("setgroups on the thread: %w", e)
+	}
+	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(gid), 0, 0)
+	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(uid), 0, 0)
+	gotGID, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0)
+	gotUID, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
+	if uint32(gotUID) != uid || uint32(gotGID) != gid {
+		return fmt.Errorf("the thread's filesystem identity is %d:%d, not %d:%d", gotUID, gotGID, uid, gid)
+	}
+	return nil
 }

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -472,5 +475,73 @@ func TestMayReadFollowsTheModeBits(t *testing.T) {
 	}
 	if err := (&User{UID: 0}).MayRead(hidden); err != nil {
 		t.Errorf("root: %v", err)
+	}
+}
+
+// AsUser judges paths as for the user, on a thread of its own: a root-only
+// file cannot be read nor a root-only directory listed inside it, and the
+// rest of the process is root as before.
+func TestAsUserSeesWhatTheUserSees(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: changes a thread's filesystem identity (CI runs as root)")
+	}
+	base := t.TempDir()
+	if err := os.Chmod(filepath.Dir(base), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(base, "secret")
+	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(base, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(private, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(base, "open")
+	if err := os.WriteFile(open, []byte("all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nobody := &User{UID: 65534, GID: 65534, Groups: []uint32{65534}}
+	for range 20 { // the thread is thrown away each time: no identity leaks
+		err := AsUser(nobody, func() error {
+			if _, err := os.ReadFile(secret); !errors.Is(err, fs.ErrPermission) {
+				return fmt.Errorf("read a root-only file: %v, want permission denied", err)
+			}
+			if _, err := os.ReadDir(private); !errors.Is(err, fs.ErrPermission) {
+				return fmt.Errorf("listed a root-only directory: %v, want permission denied", err)
+			}
+			if _, err := os.ReadFile(open); err != nil {
+				return fmt.Errorf("read a world-readable file: %v", err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.ReadFile(secret); err != nil {
+			t.Fatalf("after AsUser, the process reads its own file no more: %v", err)
+		}
+	}
+	// The very thread AsUser ran on is root again (it is given back to
+	// the runtime, not thrown away: a batch it forked would die with it).
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := AsUser(nobody, func() error { return nil }); err != nil {
+			done <- err
+			return
+		}
+		_, err := os.ReadFile(secret)
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("the thread AsUser ran on is not root again: %v", err)
 	}
 }
