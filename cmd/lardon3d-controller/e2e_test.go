@@ -162,6 +162,22 @@ func testHistoryPath(spool string) string {
 	return filepath.Join(filepath.Dir(spool), "machine-state", "lardon3d", history.FileName)
 }
 
+// testHistory reads every batch the learned history of an isolated
+// controller on spool holds, by profile.
+func testHistory(t *testing.T, spool string) map[string][]history.Record {
+	t.Helper()
+	s, err := history.Open(testHistoryPath(spool), history.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, _, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
 // syncBuffer is a bytes.Buffer safe to read while the process writes it.
 type syncBuffer struct {
 	mu sync.Mutex

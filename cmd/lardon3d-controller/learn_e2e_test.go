@@ -47,15 +47,7 @@ spec:
 					t.Errorf("t%02d: %s %+v", i, task.Status.Phase, task.Status.Conditions)
 				}
 			}
-			s, err := history.Open(testHistoryPath(spool), history.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			all, _, err := s.Load()
-			_ = s.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			all := testHistory(t, spool)
 			recs := all["custom/lardon3d-synth"]
 			if len(recs) < 20 {
 				t.Fatalf("history holds %d batches of custom/lardon3d-synth (profiles %v)", len(recs), keysOf(all))
@@ -176,12 +168,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	if code := startController(t, spool, "--exit-when-done", "--memory-capacity", "4Gi").wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("second run: exit %d", code)
 	}
-	s, err := history.Open(testHistoryPath(spool), history.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	all, _, _ := s.Load()
+	all := testHistory(t, spool)
 	seen := 0
 	for _, r := range all["custom/lardon3d-synth"] {
 		if !strings.HasPrefix(r.Task, "b") {

@@ -172,15 +172,7 @@ func TestSpoolsOfOneControllerShareTheLearnedHistory(t *testing.T) {
 	if code := startController(t, sp[0], args...).wait(t, 4*time.Minute); code != 0 {
 		t.Fatalf("second run: exit code %d", code)
 	}
-	s, err := history.Open(testHistoryPath(sp[0]), history.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, _, err := s.Load()
-	_ = s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := testHistory(t, sp[0])
 	var first *history.Record
 	for _, r := range all["custom/lardon3d-synth"] {
 		if r.Task == "b" && (first == nil || r.Time.Before(first.Time)) {

@@ -20,14 +20,14 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
-// hostSpools runs one Host over n fresh spools, each filled by fill, until
-// every task is settled.
-func hostSpools(t *testing.T, n int, fill func(i int, dir string)) ([]string, Outcome, *governor.Governor) {
+// testHost is a Host over n fresh spools (each filled by fill before it
+// is added, nil: empty) on the fixed machine, not running yet.
+func testHost(t *testing.T, cfg Config, n int, fill func(i int, dir string)) (*Host, []string, *governor.Governor) {
 	t.Helper()
 	gov := governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
 	snap := func() (governor.Snapshot, error) { return fixedMachine(), nil }
 	base := t.TempDir()
-	cfg := Config{ExitWhenDone: true, KillGrace: time.Second, HistoryPath: filepath.Join(base, "history.db")}
+	cfg.KillGrace, cfg.HistoryPath = time.Second, filepath.Join(base, "history.db")
 	h := NewHost(cfg, Deps{Governor: gov, Snapshot: snap, Logger: zerolog.New(zerolog.NewTestWriter(t))})
 	var dirs []string
 	for i := range n {
@@ -35,7 +35,9 @@ func hostSpools(t *testing.T, n int, fill func(i int, dir string)) ([]string, Ou
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		fill(i, dir)
+		if fill != nil {
+			fill(i, dir)
+		}
 		sp, err := spool.Open(dir, spool.Options{Logger: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
@@ -46,6 +48,14 @@ func hostSpools(t *testing.T, n int, fill func(i int, dir string)) ([]string, Ou
 		h.Add(c, sp)
 		dirs = append(dirs, dir)
 	}
+	return h, dirs, gov
+}
+
+// hostSpools runs one Host over n fresh spools, each filled by fill, until
+// every task is settled.
+func hostSpools(t *testing.T, n int, fill func(i int, dir string)) ([]string, Outcome, *governor.Governor) {
+	t.Helper()
+	h, dirs, gov := testHost(t, Config{ExitWhenDone: true}, n, fill)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := h.Run(ctx)
@@ -149,28 +159,8 @@ func TestOneHostNeverOvercommitsAcrossSpools(t *testing.T) {
 func TestOneHostKeepsArrivalOrderAcrossSpools(t *testing.T) {
 	order := filepath.Join(t.TempDir(), "order")
 	gate := filepath.Join(t.TempDir(), "gate")
-	gov := governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
-	snap := func() (governor.Snapshot, error) { return fixedMachine(), nil }
-	base := t.TempDir()
-	cfg := Config{ExitWhenDone: true, WaitForTasks: 5, KillGrace: time.Second, HistoryPath: filepath.Join(base, "history.db")}
-	h := NewHost(cfg, Deps{Governor: gov, Snapshot: snap, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	h, dirs, gov := testHost(t, Config{ExitWhenDone: true, WaitForTasks: 5}, 2, nil)
 	big := "  resources: {batch: {max: 4}, fixed: {memory: 5Gi}}\n"
-	var dirs []string
-	for i := range 2 {
-		dir := filepath.Join(base, fmt.Sprintf("spool%d", i))
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		sp, err := spool.Open(dir, spool.Options{Logger: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(sp.Close)
-		c := cfg
-		c.SpoolDir = dir
-		h.Add(c, sp)
-		dirs = append(dirs, dir)
-	}
 	// The blocker holds 5Gi of 8 until the gate opens. The second spool
 	// had two tasks already: numbered per spool, its new task would come
 	// after the first spool's.
@@ -218,11 +208,9 @@ func mustRead(t *testing.T, path string) []byte {
 // served like the others: its task runs, under the same governor; once
 // Run has stopped, Join refuses.
 func TestASpoolJoinsARunningHost(t *testing.T) {
-	gov := governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1})
-	snap := func() (governor.Snapshot, error) { return fixedMachine(), nil }
+	h, _, _ := testHost(t, Config{}, 1, nil)
 	base := t.TempDir()
-	cfg := Config{KillGrace: time.Second, HistoryPath: filepath.Join(base, "history.db")}
-	h := NewHost(cfg, Deps{Governor: gov, Snapshot: snap, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	cfg := Config{KillGrace: time.Second}
 	open := func(name string) (string, *spool.Spool) {
 		dir := filepath.Join(base, name)
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -235,10 +223,7 @@ func TestASpoolJoinsARunningHost(t *testing.T) {
 		t.Cleanup(sp.Close)
 		return dir, sp
 	}
-	first, sp := open("first")
 	c := cfg
-	c.SpoolDir = first
-	h.Add(c, sp)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
