@@ -155,8 +155,14 @@
 // need, bumped, with an EstimateTooLow condition; estimate: strict keeps
 // halving and failing at batch.min. Lock order: queue, book, governor.
 //
-// Locking. Host.mu guards only the per-spool reports (phase counts,
-// readiness, settled), a leaf. The owner goroutine holds no lock of its own but listIndex.mu
+// Locking. Host.spoolsMu guards the list of spools and Run's bookkeeping
+// of their loops; the queue's router (route, with Queue.mu held), the
+// prober (workMemory, then batchRunner.mu) and the learner (persist) take
+// it to read; Add and Join to append, never calling the queue or doing IO
+// under it (Join prepares a spool first). Host.mu guards only the
+// per-spool reports (phase counts, readiness, settled), a leaf taken last.
+// Order: Queue.mu → Host.spoolsMu → Host.mu, batchRunner.mu. The owner
+// goroutine holds no lock of its own but listIndex.mu
 // (only while it stores or drops a list row); it calls the queue
 // (which takes Queue.mu, then the governor's) and the spool's write-back
 // (per-file locks) but never while holding the batch adapter's mutex, which

@@ -22,14 +22,25 @@
 //     reader never sees it half written. Its controller keeps it open for
 //     its whole life holding an exclusive flock; the flock, not the PID,
 //     says it is alive: a reader that can take a shared lock on it knows
-//     its controller died (kill -9) and skips it. A locked file that is not
-//     valid JSON is alive and named by its file name and owner;
-//   - DIR/registry.lock, flocked exclusively by Acquire from its check of
-//     the live claims to the write of its own, so that two controllers
-//     starting together in one directory are told of each other. Stale
-//     claims and abandoned temporary files are removed there, under this
-//     lock only: without it a new claim could take a stale one's name
-//     between the check and the removal;
+//     its controller died (kill -9) and skips it. Who a live claim is,
+//     the kernel says: its user is the file's owner, its PID the holder of
+//     the flock (/proc/locks), whatever its JSON says; a locked file that
+//     is not valid JSON is named by its file name and owner. Held.Update
+//     rewrites a claim whole (a new locked file renamed over it) when the
+//     controller serves a spool it found later; a reader that locks a file
+//     whose name was given meanwhile to a new one reads the name again;
+//   - DIR/registry.lock (mode 0644: flock needs no write access, and a
+//     file nobody else may write cannot be hard-linked by them), flocked
+//     exclusively by Acquire from its check of the live claims to the
+//     write of its own, so that two controllers starting together in one
+//     directory are told of each other. Anyone may hold it, so it is a
+//     waiting room, not a gate: after lockWait Acquire publishes its claim
+//     without it, then checks the others again (of two controllers
+//     registering at that moment both may refuse, never both start).
+//     Stale claims and abandoned temporary files are removed there, under
+//     this lock only: without it a new claim could take a stale one's name
+//     between the check and the removal. What is not a readable regular
+//     file (a socket, a directory named as a claim) is skipped;
 //   - the rules of who may run beside whom (decide, a pure function).
 //
 // What it never does: measure memory (the caller gives the machine's),
