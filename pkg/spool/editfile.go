@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -432,21 +433,28 @@ func writeTemp(dirfd int, base string, data []byte, st *syscall.Stat_t) (string,
 		_ = unix.Unlinkat(dirfd, name, 0)
 		return "", nil, err
 	}
-	if _, err := f.Write(data); err != nil {
-		return fail(fmt.Errorf("write temp: %w", err))
-	}
-	// The modification time stays the user's: an editor holding the file
-	// (vim, emacs compare it before saving) does not take a status write
-	// for a change of the text it is editing, and refuse or mangle its save.
-	if err := unix.UtimesNanoAt(dirfd, name, []unix.Timespec{{Sec: st.Atim.Sec, Nsec: st.Atim.Nsec}, {Sec: st.Mtim.Sec, Nsec: st.Mtim.Nsec}}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fail(fmt.Errorf("keep modification time: %w", err))
-	}
+	// Owner and mode first, on the descriptor, before a byte is written:
+	// the file is never, even for an instant, the controller's with the
+	// user's content in the user's directory (where a controller running
+	// as root could otherwise leave a root-owned copy of it, renamed away).
 	if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
 		return fail(fmt.Errorf("keep owner %d:%d: %w", st.Uid, st.Gid, err))
 	}
 	// After chown: chown clears setuid/setgid bits.
 	if err := f.Chmod(os.FileMode(st.Mode&0o7777).Perm() | setBits(st.Mode)); err != nil {
 		return fail(fmt.Errorf("keep mode %#o: %w", st.Mode&0o7777, err))
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(fmt.Errorf("write temp: %w", err))
+	}
+	// The modification time stays the user's: an editor holding the file
+	// (vim, emacs compare it before saving) does not take a status write
+	// for a change of the text it is editing, and refuse or mangle its save.
+	// Set on the descriptor (utimensat with no path, as futimens does),
+	// never by a name someone may have moved.
+	ts := [2]unix.Timespec{{Sec: st.Atim.Sec, Nsec: st.Atim.Nsec}, {Sec: st.Mtim.Sec, Nsec: st.Mtim.Nsec}}
+	if _, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0); e != 0 {
+		return fail(fmt.Errorf("keep modification time: %w", e))
 	}
 	return name, f, nil
 }

@@ -192,8 +192,9 @@ func (s *Spool) saveConflict(path string, data []byte) (string, error) {
 		return "", fmt.Errorf("create %s: %w", name, err)
 	}
 	f := os.NewFile(uintptr(fd), name)
-	_, werr := f.Write(data)
+	// The manifest's owner's before a byte is written (see writeTemp).
 	_ = f.Chown(int(t.st.Uid), int(t.st.Gid))
+	_, werr := f.Write(data)
 	if err := f.Close(); werr == nil {
 		werr = err
 	}
