@@ -216,6 +216,14 @@ func TestRootRunsEachTaskAsItsSpoolOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The machine's state directory as a run that kept only the history
+	// left it: 0700. The users' state directories are made below it.
+	if err := os.Mkdir(filepath.Join(base, "machine-state"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(base, "machine-state", "lardon3d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	owners := []uint32{65534, 4242}
 	task := func(name string) string {
 		return fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1

@@ -220,6 +220,23 @@ func runStateDir(dir string) (string, error) {
 	if err := os.MkdirAll(filepath.Join(base, "spools"), 0o755); err != nil {
 		return "", fmt.Errorf("state directory of %s: %w", dir, err)
 	}
+	// The users whose spools are served reach their state directories
+	// through these two: searchable by all (the history made the base
+	// 0700 where it came first), each spool's own directory says who reads.
+	for _, d := range []string{base, filepath.Join(base, "spools")} {
+		if err := searchable(d); err != nil {
+			return "", fmt.Errorf("state directory of %s: %w", dir, err)
+		}
+	}
+	for d := filepath.Dir(base); ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil || st.Mode&0o001 == 0 {
+			return "", fmt.Errorf("state directory of %s: %s, above the machine's state directory %s, is not searchable by other users, whose tasks must reach their items there: choose another (STATE_DIRECTORY, or no XDG_STATE_HOME for /var/lib/lardon3d)", dir, d, base)
+		}
+		if d == "/" {
+			break
+		}
+	}
 	sd := foreignStateDir(base, dir)
 	if err := os.Mkdir(sd, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("state directory of %s: %w", dir, err)
@@ -238,6 +255,22 @@ func runStateDir(dir string) (string, error) {
 		return "", fmt.Errorf("state directory of %s: %w", dir, err)
 	}
 	return sd, nil
+}
+
+// searchable adds search permission for all to root's directory d (no
+// read, no write): a path through it, never its listing.
+func searchable(d string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(d, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 {
+		return fmt.Errorf("%s is not a directory owned by root", d)
+	}
+	if st.Mode&0o011 == 0o011 {
+		return nil
+	}
+	return os.Chmod(d, os.FileMode(st.Mode&0o777|0o011))
 }
 
 // claimMachine registers this controller in the machine's registry: it is
