@@ -34,6 +34,19 @@ var ErrLocked = errors.New("history store is held by another process")
 // ErrBadProfile is returned for an empty or too long profile name.
 var ErrBadProfile = errors.New("invalid profile name")
 
+// ErrCorrupt is wrapped by the error of Open and Load when bbolt found the
+// file damaged past reading (it panics on some scribbled pages: recovered
+// here, so that a damaged file is an error its caller can move aside, not
+// a controller that cannot start).
+var ErrCorrupt = errors.New("history store damaged")
+
+// recoverCorrupt turns a panic of bbolt into an ErrCorrupt error in *err.
+func recoverCorrupt(path string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("history store %s: %w: %v", path, ErrCorrupt, r)
+	}
+}
+
 // rootBucket holds one sub-bucket per profile. Each sub-bucket maps a
 // big-endian sequence number to a JSON Record, oldest first.
 var rootBucket = []byte("profiles.v1")
@@ -62,7 +75,8 @@ type Store struct {
 }
 
 // Open opens (creating when missing, unless ReadOnly) the store at path.
-func Open(path string, opts Options) (*Store, error) {
+func Open(path string, opts Options) (_ *Store, err error) {
+	defer recoverCorrupt(path, &err)
 	if opts.MaxRecords <= 0 {
 		opts.MaxRecords = DefaultMaxRecords
 	}
@@ -201,6 +215,11 @@ func (s *Store) evict(root *bolt.Bucket, keep string) error {
 // Load returns every profile's records, oldest first. A record that does
 // not decode is skipped (and counted in skipped), never fatal.
 func (s *Store) Load() (out map[string][]Record, skipped int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("history store %s: %w: %v", s.Path(), ErrCorrupt, r)
+		}
+	}()
 	out = make(map[string][]Record)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		root := tx.Bucket(rootBucket)

@@ -144,13 +144,17 @@ func ReadEstimates(stateDir, historyPath string) ([]ProfileEstimate, error) {
 // in-memory book only, and says so; a store bbolt finds invalid is moved
 // aside (never deleted) and a new one started.
 func openHistory(path string, book *history.Book, log zerolog.Logger, importFrom ...string) *history.Store {
-	s, err := history.Open(path, history.Options{})
-	if err != nil && !errors.Is(err, history.ErrLocked) && !errors.Is(err, os.ErrPermission) {
-		aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
-		if rerr := os.Rename(path, aside); rerr == nil {
-			log.Warn().Err(err).Str("movedTo", aside).Msg("history store unreadable; moved aside, starting a new one")
-			s, err = history.Open(path, history.Options{})
+	aside := func(err error) bool {
+		to := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
+		if rerr := os.Rename(path, to); rerr != nil {
+			return false
 		}
+		log.Warn().Err(err).Str("movedTo", to).Msg("history store unreadable; moved aside, starting a new one")
+		return true
+	}
+	s, err := history.Open(path, history.Options{})
+	if err != nil && !errors.Is(err, history.ErrLocked) && !errors.Is(err, os.ErrPermission) && aside(err) {
+		s, err = history.Open(path, history.Options{})
 	}
 	if err != nil {
 		log.Warn().Err(err).Msg("history store not opened; learning in memory only for this run")
@@ -160,6 +164,19 @@ func openHistory(path string, book *history.Book, log zerolog.Logger, importFrom
 		importHistory(s, stateDir, log)
 	}
 	all, skipped, err := s.Load()
+	if errors.Is(err, history.ErrCorrupt) {
+		// Opened, but its pages do not read: as unreadable as above.
+		_ = s.Close()
+		if !aside(err) {
+			log.Warn().Err(err).Msg("history store not loaded; learning in memory only for this run")
+			return nil
+		}
+		if s, err = history.Open(path, history.Options{}); err != nil {
+			log.Warn().Err(err).Msg("history store not opened; learning in memory only for this run")
+			return nil
+		}
+		all, skipped, err = s.Load()
+	}
 	if err != nil {
 		log.Warn().Err(err).Msg("history store not loaded; learning from new batches only")
 		return s

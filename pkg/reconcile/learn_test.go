@@ -1,8 +1,14 @@
 package reconcile
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -216,5 +222,48 @@ func TestLearnerPricesItemsByTheirInput(t *testing.T) {
 				t.Errorf("%d items of %.0f MiB: estimate %d MiB, real %d MiB", n, c.per/float64(mi), got/mi, want/mi)
 			}
 		}
+	}
+}
+
+// A history store bbolt cannot read (intact meta pages, scribbled data
+// pages: it panics on them) is moved aside and a new one started: the
+// controller starts and learns on, nothing is deleted.
+func TestADamagedHistoryIsMovedAside(t *testing.T) {
+	path := filepath.Join(t.TempDir(), history.FileName)
+	s, err := history.Open(path, history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := s.Append(history.Entry{Profile: fmt.Sprintf("p%d", i%20), Record: history.Record{Time: time.Now(), Items: int64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(32, 2))
+	for i := 4 * 4096; i < len(data); i++ {
+		data[i] = byte(rng.UintN(256))
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := openHistory(path, history.NewBook(0, history.Params{}), zerolog.Nop())
+	if store == nil {
+		t.Fatal("no store after a damaged one: learning in memory only")
+	}
+	defer store.Close()
+	if err := store.Append(history.Entry{Profile: "p", Record: history.Record{Time: time.Now(), Items: 1}}); err != nil {
+		t.Fatalf("the new store: %v", err)
+	}
+	aside, _ := filepath.Glob(path + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Fatalf("the damaged store was not moved aside: %v", aside)
+	}
+	if got, err := os.ReadFile(aside[0]); err != nil || len(got) != len(data) {
+		t.Errorf("the damaged store moved aside is not whole: %d bytes of %d, %v", len(got), len(data), err)
 	}
 }
