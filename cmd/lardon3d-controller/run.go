@@ -276,7 +276,7 @@ arrival order across spools and one learned history. A second controller
 on the same machine is refused, naming the first; two that both say --share,
 each with a --memory-capacity, run side by side when their capacities fit
 in the machine's memory together. Run as root (the system service), it
-serves other users' spools and runs each task as its manifest's owner.
+serves other users' spools and runs each task as the spool's owner.
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
