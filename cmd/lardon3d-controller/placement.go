@@ -182,23 +182,6 @@ type placedSpool struct {
 	dir, stateDir string
 }
 
-// placeSpools chooses each spool's state directory: --state-dir (one
-// spool only), else runStateDir.
-func placeSpools(spools []string, stateDir string) ([]placedSpool, error) {
-	out := make([]placedSpool, 0, len(spools))
-	for _, dir := range spools {
-		sd := stateDir
-		if sd == "" {
-			var err error
-			if sd, err = runStateDir(dir); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, placedSpool{dir: dir, stateDir: sd})
-	}
-	return out, nil
-}
-
 // runStateDir is the state directory run keeps for a spool: SPOOL/.lardon3d,
 // except for a controller running as root and a spool another user owns:
 // STATE_BASE/spools/HASH-NAME, made here, owned by root, its group the

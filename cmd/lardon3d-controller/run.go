@@ -374,11 +374,7 @@ serves other users' spools and runs each task as the spool's owner.
 		}()
 		var placed []placedSpool
 		for _, e := range found {
-			p, err := placeSpools([]string{e.dir}, stateDir)
-			var o *openedSpool
-			if err == nil {
-				o, err = openSpool(p[0], sopts)
-			}
+			o, err := openSpool(e.dir, stateDir, sopts)
 			if err != nil && e.byPattern {
 				log.Warn().Err(err).Str("spool", e.dir).Msg("not served; tried again every 10 s")
 				continue

@@ -48,18 +48,25 @@ type openedSpool struct {
 }
 
 // openSpool checks and opens a spool (its mode, before anything is made
-// in it), then takes its one-controller lock.
-func openSpool(p placedSpool, opts spool.Options) (*openedSpool, error) {
-	sp, err := spool.Open(p.dir, opts)
+// for it), chooses its state directory (stateDir, else runStateDir), then
+// takes its one-controller lock.
+func openSpool(dir, stateDir string, opts spool.Options) (*openedSpool, error) {
+	sp, err := spool.Open(dir, opts)
 	if err != nil {
 		return nil, err
 	}
-	lock, err := spool.Lock(p.dir, p.stateDir)
+	if stateDir == "" {
+		if stateDir, err = runStateDir(dir); err != nil {
+			sp.Close()
+			return nil, err
+		}
+	}
+	lock, err := spool.Lock(dir, stateDir)
 	if err != nil {
 		sp.Close()
 		return nil, err
 	}
-	return &openedSpool{placedSpool: p, sp: sp, undo: []func(){sp.Close, lock.Unlock}}, nil
+	return &openedSpool{placedSpool: placedSpool{dir: dir, stateDir: stateDir}, sp: sp, undo: []func(){sp.Close, lock.Unlock}}, nil
 }
 
 // close undoes openSpool.
@@ -112,11 +119,7 @@ func (s *servedSpools) rescan(entries []string) {
 		if s.serves(e.dir) {
 			continue
 		}
-		placed, err := placeSpools([]string{e.dir}, "")
-		var o *openedSpool
-		if err == nil {
-			o, err = openSpool(placed[0], s.opts)
-		}
+		o, err := openSpool(e.dir, "", s.opts)
 		if err == nil {
 			err = s.serve(o, true)
 		}
@@ -126,7 +129,7 @@ func (s *servedSpools) rescan(entries []string) {
 		}
 		delete(s.failed, e.dir)
 		added = true
-		s.log.Info().Str("spool", e.dir).Str("stateDir", placed[0].stateDir).Msg("serving a new spool")
+		s.log.Info().Str("spool", e.dir).Str("stateDir", o.stateDir).Msg("serving a new spool")
 	}
 	if added {
 		spools, stateDirs := s.declared()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lardon3d/lardon3d-controller/internal/damagedbolt"
 	"github.com/lardon3d/lardon3d-controller/internal/testseed"
 )
 
@@ -257,40 +258,11 @@ func TestKillDuringWritesNeverCorrupts(t *testing.T) {
 	}
 }
 
-// scribbled makes a store of a few records whose data pages (all but the
-// first four: the meta pages and what follows) are then overwritten with
-// noise from a fixed seed: bbolt panics reading such a file.
-func scribbled(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), FileName)
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 50 {
-		if err := s.Append(Entry{Profile: fmt.Sprintf("p%d", i%20), Record: Record{Time: time.Now(), Items: int64(i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = s.Close()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(32, 2))
-	for i := 4 * 4096; i < len(data); i++ {
-		data[i] = byte(rng.UintN(256))
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // A store with intact meta pages and scribbled data pages is an error
 // (ErrCorrupt) from Open or Load, never a panic.
 func TestScribbledPagesAreAnErrorNotAPanic(t *testing.T) {
-	path := scribbled(t)
+	path := filepath.Join(t.TempDir(), FileName)
+	damagedbolt.Write(t, path)
 	s, err := Open(path, Options{})
 	if err == nil {
 		_, _, err = s.Load()

@@ -153,17 +153,10 @@ type Controller struct {
 	host    *Host
 	idx     int
 	spool   Spool
-	gov     *governor.Governor
 	queue   taskQueue
 	batches *batchRunner
 	metrics Metrics
 	inbox   *inbox
-	prober  *prober
-	// book is the learned history (the host's); store persists it, set
-	// on the first spool's controller only (nil: memory only, or another
-	// spool's).
-	book  *history.Book
-	store *history.Store
 
 	// Owned by the Run goroutine.
 	// pendingHistory are records waiting for the store; estimatesDirty
@@ -529,7 +522,7 @@ func (c *Controller) publishWriteErrors() {
 
 // publishBudgets publishes the governor's live view for the budgets verb.
 func (c *Controller) publishBudgets() {
-	if err := publishBudgets(c.cfg.StateDir, c.gov.Budgets(), time.Now()); err != nil {
+	if err := publishBudgets(c.cfg.StateDir, c.host.gov.Budgets(), time.Now()); err != nil {
 		c.log.Debug().Err(err).Msg("budgets not published")
 	}
 }
@@ -1057,8 +1050,8 @@ func (c *Controller) resume(e *entry) {
 // decides on a snapshot taken after the task came, as the others do on
 // one about a ProbeInterval old at most. REQUIRES: owner goroutine.
 func (c *Controller) freshForQueue() {
-	if c.prober.stale() {
-		c.prober.WaitFresh(context.Background())
+	if c.host.prober.stale() {
+		c.host.prober.WaitFresh(context.Background())
 	}
 }
 
@@ -1209,8 +1202,8 @@ func (c *Controller) flushHistory() {
 		return
 	}
 	c.estimatesDirty = true
-	if c.store != nil {
-		if err := c.store.Append(c.pendingHistory...); err != nil {
+	if c.host.store != nil {
+		if err := c.host.store.Append(c.pendingHistory...); err != nil {
 			c.log.Warn().Err(err).Int("records", len(c.pendingHistory)).Msg("history not persisted")
 		}
 	}
@@ -1225,7 +1218,7 @@ func (c *Controller) publishEstimates() {
 	if !c.estimatesDirty && learned == c.estimatesLearned {
 		return
 	}
-	if err := publishEstimates(c.cfg.StateDir, Estimates(c.book)); err != nil {
+	if err := publishEstimates(c.cfg.StateDir, Estimates(c.host.book)); err != nil {
 		c.log.Debug().Err(err).Msg("estimates not published")
 		return
 	}
@@ -1692,7 +1685,7 @@ const suggestionSep = "; suggested: "
 // suggestion is what to declare: the profile's learned block when it has
 // one, else the bumped need of a batch killed at used bytes.
 func (c *Controller) suggestion(e *entry, size, used int64) string {
-	if s := Suggest(c.book, ProfileOf(&e.task.Spec)); s.OK {
+	if s := Suggest(c.host.book, ProfileOf(&e.task.Spec)); s.OK {
 		note := fmt.Sprintf("from %d batches", s.Model.Samples)
 		if s.Note != "" {
 			note += "; " + s.Note

@@ -64,16 +64,22 @@ type Host struct {
 
 	mu struct {
 		sync.Mutex
-		// Per spool: the phase counts and readiness last reported, and
-		// whether it is settled (ExitWhenDone) with how many manifests.
-		phases  []map[v1alpha1.Phase]int
-		ready   []bool
-		settled []bool
-		seen    []int
+		// reports are what each spool last reported, by index.
+		reports []spoolReport
 	}
 	// settled is closed once every spool is settled (ExitWhenDone).
 	settled     chan struct{}
 	settledOnce sync.Once
+}
+
+// spoolReport is what a spool reported to the host: its phase counts, its
+// readiness, and whether it is settled (ExitWhenDone) with how many
+// manifests.
+type spoolReport struct {
+	phases  map[v1alpha1.Phase]int
+	ready   bool
+	settled bool
+	seen    int
 }
 
 // NewHost builds the machine part of a controller from cfg's machine-wide
@@ -162,9 +168,6 @@ func (h *Host) newController(cfg Config, sp Spool) *Controller {
 		log:     h.log,
 		host:    h,
 		spool:   sp,
-		gov:     h.gov,
-		prober:  h.prober,
-		book:    h.book,
 		inbox:   newInbox(),
 		entries: make(map[string]*entry),
 		byName:  make(map[string]string),
@@ -187,10 +190,7 @@ func (h *Host) lockedRegister(c *Controller) {
 	c.metrics = spoolMetrics{Metrics: h.metrics, h: h, idx: c.idx}
 	h.spools = append(h.spools, c)
 	h.mu.Lock()
-	h.mu.phases = append(h.mu.phases, nil)
-	h.mu.ready = append(h.mu.ready, false)
-	h.mu.settled = append(h.mu.settled, false)
-	h.mu.seen = append(h.mu.seen, 0)
+	h.mu.reports = append(h.mu.reports, spoolReport{})
 	h.mu.Unlock()
 }
 
@@ -347,10 +347,10 @@ type spoolMetrics struct {
 // SetPhases reports the spool's counts; the gauge gets every spool's sum.
 func (m spoolMetrics) SetPhases(counts map[v1alpha1.Phase]int) {
 	m.h.mu.Lock()
-	m.h.mu.phases[m.idx] = counts
+	m.h.mu.reports[m.idx].phases = counts
 	sum := make(map[v1alpha1.Phase]int)
-	for _, c := range m.h.mu.phases {
-		for p, n := range c {
+	for _, r := range m.h.mu.reports {
+		for p, n := range r.phases {
 			sum[p] += n
 		}
 	}
@@ -362,10 +362,10 @@ func (m spoolMetrics) SetPhases(counts map[v1alpha1.Phase]int) {
 // spool is.
 func (m spoolMetrics) SetReady(ready bool) {
 	m.h.mu.Lock()
-	m.h.mu.ready[m.idx] = ready
+	m.h.mu.reports[m.idx].ready = ready
 	all := true
-	for _, r := range m.h.mu.ready {
-		all = all && r
+	for _, r := range m.h.mu.reports {
+		all = all && r.ready
 	}
 	m.h.mu.Unlock()
 	m.Metrics.SetReady(all)
@@ -376,11 +376,11 @@ func (m spoolMetrics) SetReady(ready bool) {
 // stops (ExitWhenDone).
 func (h *Host) noteSettled(idx int, settled bool, seen int) {
 	h.mu.Lock()
-	h.mu.settled[idx], h.mu.seen[idx] = settled, seen
+	h.mu.reports[idx].settled, h.mu.reports[idx].seen = settled, seen
 	all, total := true, 0
-	for i, s := range h.mu.settled {
-		all = all && s
-		total += h.mu.seen[i]
+	for _, r := range h.mu.reports {
+		all = all && r.settled
+		total += r.seen
 	}
 	h.mu.Unlock()
 	if all && total >= h.cfg.WaitForTasks {
@@ -418,7 +418,6 @@ func (h *Host) Run(ctx context.Context) (Outcome, error) {
 		stateDirs = append(stateDirs, c.cfg.StateDir)
 	}
 	h.store = openHistory(historyPath, h.book, h.log, stateDirs...)
-	spools[0].store = h.store
 	defer func() {
 		if h.store != nil {
 			_ = h.store.Close()

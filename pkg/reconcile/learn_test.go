@@ -1,8 +1,6 @@
 package reconcile
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lardon3d/lardon3d-controller/internal/damagedbolt"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/history"
@@ -230,25 +229,9 @@ func TestLearnerPricesItemsByTheirInput(t *testing.T) {
 // controller starts and learns on, nothing is deleted.
 func TestADamagedHistoryIsMovedAside(t *testing.T) {
 	path := filepath.Join(t.TempDir(), history.FileName)
-	s, err := history.Open(path, history.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 50 {
-		if err := s.Append(history.Entry{Profile: fmt.Sprintf("p%d", i%20), Record: history.Record{Time: time.Now(), Items: int64(i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = s.Close()
+	damagedbolt.Write(t, path)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(32, 2))
-	for i := 4 * 4096; i < len(data); i++ {
-		data[i] = byte(rng.UintN(256))
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	store := openHistory(path, history.NewBook(0, history.Params{}), zerolog.Nop())

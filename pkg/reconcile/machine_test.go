@@ -267,7 +267,7 @@ func TestATaskAfterAnIdleSpellIsAdmittedOnAFreshSnapshot(t *testing.T) {
 	// The start-up probe, then an idle spell of more than two intervals.
 	h.eventually("the first snapshot", func() bool { return h.gov.Budgets().HaveSnapshot })
 	time.Sleep(3 * DefaultProbeInterval)
-	if !h.ctrl.prober.stale() {
+	if !h.ctrl.host.prober.stale() {
 		t.Fatal("the prober still probes at its busy pace on an idle queue")
 	}
 	m.mu.Lock()

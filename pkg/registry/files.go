@@ -211,50 +211,58 @@ func flockHolder(st *syscall.Stat_t) int {
 
 // publish writes want to a new claim file in dir and returns it open,
 // holding its exclusive flock, with the file's path. The file is written
-// under a temporary name and linked to its own: link never replaces, so a
-// claim never takes the file of another, and readers never see it half
-// written or unlocked.
+// under a temporary name (writeLocked) and linked to its own: link never
+// replaces, so a claim never takes the file of another.
 func publish(dir string, want Claim) (*os.File, string, error) {
-	data, err := json.Marshal(want)
+	tmp, err := writeLocked(dir, want)
 	if err != nil {
 		return nil, "", err
 	}
-	// O_EXCL: never follows a symlink. Close-on-exec: a batch must not keep
-	// the claim alive after its controller died.
-	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
-	if err != nil {
-		return nil, "", fmt.Errorf("write claim: %w", err)
-	}
 	defer os.Remove(tmp.Name())
-	path, err := link(tmp, dir, want.PID, append(data, '\n'))
-	if err != nil {
-		_ = tmp.Close()
-		return nil, "", fmt.Errorf("write claim: %w", err)
-	}
-	return tmp, path, nil
-}
-
-// link locks and fills tmp, then links it to the first free claim name for
-// pid in dir: controller-PID.json, else controller-PID.N.json (a claim
-// with this PID from this process, or another user's stale one that we
-// may not remove).
-func link(tmp *os.File, dir string, pid int, data []byte) (string, error) {
-	if err := tmp.Chmod(0o644); err != nil { // readable by every user's CLI
-		return "", err
-	}
-	if err := unix.Flock(int(tmp.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return "", err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return "", err
-	}
 	for n := 0; ; n++ {
-		path := filepath.Join(dir, claimName(pid, n))
+		// The first free name for its PID: controller-PID.json, else
+		// controller-PID.N.json (a claim with this PID from this process,
+		// or another user's stale one that we may not remove).
+		path := filepath.Join(dir, claimName(want.PID, n))
 		err := os.Link(tmp.Name(), path)
-		if err == nil || !errors.Is(err, fs.ErrExist) || n == 100 {
-			return path, err
+		if err == nil {
+			return tmp, path, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || n == 100 {
+			_ = tmp.Close()
+			return nil, "", fmt.Errorf("write claim: %w", err)
 		}
 	}
+}
+
+// writeLocked writes c to a new temporary file in dir, readable by every
+// user's CLI, its exclusive flock taken before a byte is in it, and
+// returns it open: whatever name it is given then (publish links it,
+// Held.Update renames it), no reader sees it half written or unlocked.
+// O_EXCL (os.CreateTemp) never follows a symlink; close-on-exec: a batch
+// must not keep the claim alive after its controller died.
+func writeLocked(dir string, c Claim) (*os.File, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("write claim: %w", err)
+	}
+	err = tmp.Chmod(0o644)
+	if err == nil {
+		err = unix.Flock(int(tmp.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err == nil {
+		_, err = tmp.Write(append(data, '\n'))
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		_ = tmp.Close()
+		return nil, fmt.Errorf("write claim: %w", err)
+	}
+	return tmp, nil
 }
 
 func claimName(pid, n int) string {

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,8 +12,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Claim is what a running controller declares.
@@ -256,30 +253,14 @@ func (h *Held) Update(spools []string, stateDirs map[string]string) error {
 	want := h.claim
 	want.Spools, want.StateDirs = spools, stateDirs
 	want = normalize(want)
-	data, err := json.Marshal(want)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(h.path), tempPrefix+"*")
+	tmp, err := writeLocked(filepath.Dir(h.path), want)
 	if err != nil {
 		return fmt.Errorf("update claim: %w", err)
 	}
-	fail := func(err error) error {
+	if err := os.Rename(tmp.Name(), h.path); err != nil {
 		_ = os.Remove(tmp.Name())
 		_ = tmp.Close()
 		return fmt.Errorf("update claim: %w", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := unix.Flock(int(tmp.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return fail(err)
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp.Name(), h.path); err != nil {
-		return fail(err)
 	}
 	_ = h.file.Close() // after the rename: the name is never unlocked
 	h.file, h.claim = tmp, want
