@@ -94,7 +94,11 @@ type entry struct {
 	// memCap caps BatchMax after a MemoryExceeded (0: none).
 	memCap int64
 	// kills counts the batches killed for memory in this generation.
-	kills   int
+	kills int
+	// freshBy, when set, is until when the task waits for a snapshot
+	// numbered above freshAfter (SnapshotCounter).
+	freshAfter uint64
+	freshBy    time.Time
 	task    Task
 	lastDec governor.Decision
 
@@ -304,6 +308,9 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 	}
 	e.state = statePending
 	e.phase = v1alpha1.PhasePending
+	if !same && !t.Paused {
+		q.lockedMarkFresh(e)
+	}
 	q.lockedEnqueue(e, oldSeq)
 	return rep, nil
 }
@@ -396,6 +403,9 @@ func (q *Queue) lockedSetPaused(e *entry, paused bool) {
 	}
 	e.task.Paused = paused
 	q.mu.epoch++
+	if !paused && e.state == statePending {
+		q.lockedMarkFresh(e)
+	}
 	poke(e)
 }
 

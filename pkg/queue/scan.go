@@ -25,6 +25,8 @@ type scan struct {
 	refreshed bool
 	// waiting is set when a task was told Wait.
 	waiting bool
+	// awaitFresh is set once a task waits for a fresh snapshot.
+	awaitFresh bool
 	// maxParallelMsg is formatted once per pass.
 	maxParallelMsg string
 	// blockedFrom is the first entry the pass told to wait for a worker;
@@ -321,6 +323,12 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 			s.tailDeps = len(e.task.DependsOn) > 0
 		}
 		q.lockedWait(e, ReasonMaxParallel, s.maxParallelMsg)
+		return true
+	}
+	if s.awaitFresh || q.lockedAwaitsFresh(e) {
+		// FIFO: what follows a task waiting for a fresh snapshot is not
+		// admitted on the stale one before it.
+		s.awaitFresh, s.waiting = true, true
 		return true
 	}
 	if !s.refreshed {

@@ -5,13 +5,12 @@ import (
 	"time"
 )
 
-// flushMax bounds how many statuses one pass of Run writes (one group
-// commit). A flood of new manifests makes each of them due at once, and
+// flushMax bounds how many statuses one pass of the status writer writes
+// (one group commit). A flood of new manifests makes each of them due at once, and
 // each first write of a file is its costly one (the whole-file
-// self-check): bounded, the pass goes back to the spool's events between
-// groups, so that every manifest is taken (queued, listed in the index)
-// soon, instead of after thousands of writes. What is left is written by
-// the next pass, within a millisecond when no event comes first.
+// self-check): bounded, the writer takes the owner's newer versions
+// between groups, so that a status that changed is not written twice.
+// What is left is written by the next pass, within a millisecond.
 const flushMax = 64
 
 // limitDue keeps at most max of due, most pressing first: committed
@@ -19,11 +18,11 @@ const flushMax = 64
 // recently written first). It returns the kept ones and how many wait;
 // due is sorted in place, so the ones that wait follow the kept ones
 // (kept[len(kept):len(kept)+waiting]).
-func limitDue(due []*entry, max int) ([]*entry, int) {
+func limitDue(due []*pendingWrite, max int) ([]*pendingWrite, int) {
 	if len(due) <= max {
 		return due, 0
 	}
-	rank := func(e *entry) int {
+	rank := func(e *pendingWrite) int {
 		switch {
 		case e.commit:
 			return 0
@@ -32,13 +31,13 @@ func limitDue(due []*entry, max int) ([]*entry, int) {
 		}
 		return 2
 	}
-	since := func(e *entry) time.Time {
+	since := func(e *pendingWrite) time.Time {
 		if !e.urgentAt.IsZero() {
 			return e.urgentAt
 		}
 		return e.lastWrite
 	}
-	slices.SortFunc(due, func(a, b *entry) int {
+	slices.SortFunc(due, func(a, b *pendingWrite) int {
 		if ra, rb := rank(a), rank(b); ra != rb {
 			return ra - rb
 		}

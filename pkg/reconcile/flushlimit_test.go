@@ -9,12 +9,12 @@ import (
 // committed progress first, then phase changes oldest first, then the rest.
 func TestLimitDueKeepsCommitsThenPhaseChanges(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	var due []*entry
+	var due []*pendingWrite
 	for i := 0; i < 10; i++ {
-		due = append(due, &entry{name: "progress", lastWrite: t0.Add(time.Duration(i) * time.Second)})
-		due = append(due, &entry{name: "phase", urgentAt: t0.Add(time.Duration(10-i) * time.Second)})
+		due = append(due, &pendingWrite{name: "progress", lastWrite: t0.Add(time.Duration(i) * time.Second)})
+		due = append(due, &pendingWrite{name: "phase", urgentAt: t0.Add(time.Duration(10-i) * time.Second)})
 	}
-	due = append(due, &entry{name: "commit", commit: true, urgentAt: t0.Add(time.Hour)})
+	due = append(due, &pendingWrite{name: "commit", commit: true, urgentAt: t0.Add(time.Hour)})
 	kept, left := limitDue(due, 6)
 	if len(kept) != 6 || left != 15 {
 		t.Fatalf("kept %d, left %d; want 6 and 15", len(kept), left)

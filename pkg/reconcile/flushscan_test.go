@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
-	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -24,68 +23,75 @@ func (s *tallySpool) WriteStatus(path string, _ *v1alpha1.TaskStatus) error {
 	return nil
 }
 
-// TestFlushWritesWhatIsDueAndLooksAtLittleElse drives flush directly
-// through a fixed-seed random sequence of marks (phase changes, progress,
-// batch commits, fresh queued tasks) and clock steps, against a reference
-// that computes every dirty status's due time at each flush:
-//   - every status due is written by that flush, and none that is not;
-//   - the wait flush returns is no later than the earliest write left;
-//   - flush looks at a few queued items per mark or write, not at every
-//     dirty status at every call: thousands of queued tasks waiting for
+// testWriter is a status writer driven by the test's goroutine (no run).
+func testWriter(sp Spool) *statusWriter {
+	return newStatusWriter(sp, writeTiming{progress: 250 * time.Millisecond, phaseDelay: 10 * time.Millisecond}, noMetrics{}, zerolog.Nop(), "")
+}
+
+// TestWriterWritesWhatIsDueAndLooksAtLittleElse drives the writer's pass
+// directly through a fixed-seed random sequence of requests (phase
+// changes, progress, batch commits, fresh queued tasks) and clock steps,
+// against a reference that computes every dirty status's due time at
+// each pass:
+//   - every status due is written by that pass, and none that is not;
+//   - the wait a pass returns is no later than the earliest write left;
+//   - a pass looks at a few queued items per request or write, not at
+//     every dirty status each time: thousands of queued tasks waiting for
 //     QueuedWriteDelay are not walked at every event.
-func TestFlushWritesWhatIsDueAndLooksAtLittleElse(t *testing.T) {
+func TestWriterWritesWhatIsDueAndLooksAtLittleElse(t *testing.T) {
 	rec := &tallySpool{writes: map[string]int{}}
-	gov := governor.New(governor.Config{MemoryReserved: -1})
-	t.Cleanup(func() { _ = gov.Close() })
-	c := New(Config{SpoolDir: t.TempDir(), QueuedWriteDelay: 3 * time.Second}, Deps{Spool: rec, Governor: gov, Logger: zerolog.Nop()})
-	var es []*entry
+	w := testWriter(rec)
+	const queuedDelay = 3 * time.Second
+	var paths []string
 	for i := range 40 {
-		e := &entry{path: fmt.Sprintf("/spool/t%02d.yaml", i), name: fmt.Sprintf("t%02d", i), task: &v1alpha1.Task{}}
-		c.entries[e.path] = e
-		es = append(es, e)
+		paths = append(paths, fmt.Sprintf("/spool/t%02d.yaml", i))
 	}
 	rng := rand.New(rand.NewPCG(15, 2026))
 	now := time.Now()
 	marks, writes := 0, 0
-	mark := func(e *entry, urgent bool) {
+	var version uint64
+	send := func(path string, r writeRequest) {
 		marks++
-		c.markDirty(e, false)
-		if urgent && e.urgentAt.IsZero() {
-			e.urgentAt = now // markDirty's clock is the wall's; the test's is now
-		}
+		version++
+		r.path, r.name, r.version, r.at = path, path, version, now
+		r.status = &v1alpha1.TaskStatus{}
+		w.apply(r, now)
+	}
+	neverWritten := func(path string) bool {
+		p := w.files[path]
+		return p == nil || p.lastWrite.IsZero()
 	}
 	for step := range 5000 {
-		e := es[rng.IntN(len(es))]
-		if i := rng.IntN(len(es)); i >= 30 && es[i].lastWrite.IsZero() && rng.IntN(4) == 0 {
+		path := paths[rng.IntN(len(paths))]
+		if i := rng.IntN(len(paths)); i >= 30 && neverWritten(paths[i]) && rng.IntN(4) == 0 {
 			// Requeued before its first write (an edit of a manifest
 			// still waiting): due later than its queued item says.
-			mark(es[i], true)
-			es[i].urgentAt, es[i].queuedUntil = time.Time{}, now.Add(c.cfg.QueuedWriteDelay)
+			send(paths[i], writeRequest{queuedUntil: now.Add(queuedDelay)})
 		}
 		switch action := rng.IntN(6); {
-		case e == es[len(es)-1] || e == es[len(es)-2]:
+		case path == paths[len(paths)-1] || path == paths[len(paths)-2]:
 			// Two tasks only ever wait, requeued now and then.
 			now = now.Add(time.Duration(rng.IntN(40)) * time.Millisecond)
 		case action == 0:
-			mark(e, true)
+			send(path, writeRequest{urgent: true})
 		case action == 1:
-			mark(e, false)
+			send(path, writeRequest{})
 		case action == 2:
-			mark(e, true)
-			e.commit = true
+			send(path, writeRequest{urgent: true, commit: true})
 		case action == 3:
-			if e.lastWrite.IsZero() {
-				mark(e, true)
-				e.urgentAt, e.queuedUntil = time.Time{}, now.Add(c.cfg.QueuedWriteDelay)
+			if neverWritten(path) {
+				send(path, writeRequest{queuedUntil: now.Add(queuedDelay)})
 			}
 		default:
 			now = now.Add(time.Duration(rng.IntN(40)) * time.Millisecond)
 		}
 		due := map[string]bool{}
 		var earliest time.Time
-		for path := range c.dirty {
-			e := c.entries[path]
-			if at := c.dueAt(e, now); !now.Before(at) {
+		for path, p := range w.files {
+			if !p.dirty() {
+				continue
+			}
+			if at := w.dueAt(p, now); !now.Before(at) {
 				due[path] = true
 			} else if earliest.IsZero() || at.Before(earliest) {
 				earliest = at
@@ -95,22 +101,22 @@ func TestFlushWritesWhatIsDueAndLooksAtLittleElse(t *testing.T) {
 		for path, n := range rec.writes {
 			before[path] = n
 		}
-		wait := c.flush(now, false)
-		for _, e := range es {
-			wrote := rec.writes[e.path] > before[e.path]
-			if wrote != due[e.path] {
-				t.Fatalf("step %d: %s written %v, due %v", step, e.name, wrote, due[e.path])
+		wait := w.pass(now, false)
+		for _, path := range paths {
+			wrote := rec.writes[path] > before[path]
+			if wrote != due[path] {
+				t.Fatalf("step %d: %s written %v, due %v", step, path, wrote, due[path])
 			}
 			if wrote {
 				writes++
 			}
 		}
 		if !earliest.IsZero() && (wait <= 0 || now.Add(wait).After(earliest)) {
-			t.Fatalf("step %d: flush waits %v, the next write is due in %v", step, wait, earliest.Sub(now))
+			t.Fatalf("step %d: the pass waits %v, the next write is due in %v", step, wait, earliest.Sub(now))
 		}
 	}
-	if c.duePopped > 3*(marks+writes) {
-		t.Errorf("flush looked at %d queued items for %d marks and %d writes", c.duePopped, marks, writes)
+	if w.duePopped > 3*(marks+writes) {
+		t.Errorf("the passes looked at %d queued items for %d requests and %d writes", w.duePopped, marks, writes)
 	}
 }
 
@@ -127,31 +133,31 @@ func (s *diskFullSpool) WriteStatus(path string, st *v1alpha1.TaskStatus) error 
 	return s.tallySpool.WriteStatus(path, st)
 }
 
-// TestFlushBoundsEachPassAndRetriesFailures: 200 batch commits due at
+// TestWriterBoundsEachPassAndRetriesFailures: 200 batch commits due at
 // once are written flushMax at a time, each pass asking for the next one
 // within a millisecond; a failed write is tried again at its backoff, not
-// before, and lands once the disk takes it.
-func TestFlushBoundsEachPassAndRetriesFailures(t *testing.T) {
+// before, and lands once the disk takes it; the owner hears of each
+// outcome.
+func TestWriterBoundsEachPassAndRetriesFailures(t *testing.T) {
 	rec := &diskFullSpool{tallySpool: tallySpool{writes: map[string]int{}}, fail: map[string]bool{}}
-	gov := governor.New(governor.Config{MemoryReserved: -1})
-	t.Cleanup(func() { _ = gov.Close() })
-	c := New(Config{SpoolDir: t.TempDir()}, Deps{Spool: rec, Governor: gov, Logger: zerolog.Nop()})
-	var es []*entry
-	for i := range 200 {
-		e := &entry{path: fmt.Sprintf("/spool/t%03d.yaml", i), name: fmt.Sprintf("t%03d", i), task: &v1alpha1.Task{}}
-		c.entries[e.path] = e
-		es = append(es, e)
-		c.markDirty(e, true)
-		e.commit = true
-	}
-	rec.fail[es[7].path] = true
+	w := testWriter(rec)
+	var outcomes []writeOutcome
+	w.report = func(o writeOutcome) { outcomes = append(outcomes, o) }
 	now := time.Now()
+	var paths []string
+	for i := range 200 {
+		path := fmt.Sprintf("/spool/t%03d.yaml", i)
+		paths = append(paths, path)
+		w.apply(writeRequest{path: path, name: path, version: uint64(i + 1), status: &v1alpha1.TaskStatus{}, urgent: true, commit: true, at: now}, now)
+	}
+	failing := paths[7]
+	rec.fail[failing] = true
 	// 64 tried a pass (the failing one among them in one pass): 64 or 63
 	// written by each of the first three, the last 8 or 7.
 	total := 0
 	for pass := range 4 {
 		before := len(rec.writes)
-		wait := c.flush(now, false)
+		wait := w.pass(now, false)
 		got := len(rec.writes) - before
 		total += got
 		if lo, hi := 63, 64; (pass < 3 && (got < lo || got > hi)) || (pass == 3 && (got < 7 || got > 8)) {
@@ -161,22 +167,33 @@ func TestFlushBoundsEachPassAndRetriesFailures(t *testing.T) {
 			t.Errorf("pass %d: next in %v, want 1ms (more are due)", pass, wait)
 		}
 	}
-	if total != 199 {
-		t.Fatalf("%d statuses written, want 199", total)
+	if total != 199 || len(outcomes) != 200 {
+		t.Fatalf("%d statuses written, %d outcomes reported; want 199 and 200", total, len(outcomes))
 	}
-	if rec.writes[es[7].path] != 0 || len(c.dirty) != 1 {
-		t.Fatalf("after the passes: %d dirty, the failing one written %d times", len(c.dirty), rec.writes[es[7].path])
+	dirty := func() (n int) {
+		for _, p := range w.files {
+			if p.dirty() {
+				n++
+			}
+		}
+		return n
 	}
-	retry := es[7].retryAt
+	if rec.writes[failing] != 0 || dirty() != 1 {
+		t.Fatalf("after the passes: %d dirty, the failing one written %d times", dirty(), rec.writes[failing])
+	}
+	retry := w.files[failing].retryAt
 	if retry.IsZero() {
 		t.Fatal("no retry set for the failed write")
 	}
-	if n := len(rec.writes); c.flush(retry.Add(-time.Millisecond), false) <= 0 || len(rec.writes) != n {
+	if n := len(rec.writes); w.pass(retry.Add(-time.Millisecond), false) <= 0 || len(rec.writes) != n {
 		t.Error("the failed write was retried before its backoff")
 	}
 	rec.fail = map[string]bool{}
-	c.flush(retry, false)
-	if rec.writes[es[7].path] != 1 || len(c.dirty) != 0 {
-		t.Errorf("at its retry: written %d times, %d still dirty", rec.writes[es[7].path], len(c.dirty))
+	w.pass(retry, false)
+	if rec.writes[failing] != 1 || dirty() != 0 {
+		t.Errorf("at its retry: written %d times, %d still dirty", rec.writes[failing], dirty())
+	}
+	if last := outcomes[len(outcomes)-1]; last.path != failing || last.err != nil || last.version != 8 {
+		t.Errorf("last outcome %+v, want version 8 of %s written", last, failing)
 	}
 }

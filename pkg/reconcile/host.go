@@ -104,7 +104,7 @@ func NewHost(cfg Config, deps Deps) *Host {
 		h.scratch = scratch.New(cfg.SpoolDir, nil, deps.Logger)
 	}
 	h.prober = newProber(deps.Governor, deps.Snapshot, h.workMemory, deps.Logger, nil, cfg.ProbeInterval)
-	adm := &machine{gov: deps.Governor, kick: h.prober.Kick, fresh: h.prober.WaitFresh, decisions: h.metrics, leases: h.scratch}
+	adm := &machine{gov: deps.Governor, kick: h.prober.Kick, fresh: h.prober.WaitFresh, snapshots: h.prober, decisions: h.metrics, leases: h.scratch}
 	h.book = history.NewBook(history.DefaultMaxRecords, history.Params{})
 	l := &learner{
 		book: h.book, gov: deps.Governor,
@@ -164,15 +164,12 @@ func (h *Host) lockedStartLoop(c *Controller) {
 func (h *Host) newController(cfg Config, sp Spool) *Controller {
 	cfg = cfg.withDefaults()
 	c := &Controller{
-		cfg:     cfg,
-		log:     h.log,
-		host:    h,
-		spool:   sp,
-		inbox:   newInbox(),
-		entries: make(map[string]*entry),
-		byName:  make(map[string]string),
-		invalid: make(map[string]error),
-		dirty:   make(map[string]struct{}),
+		cfg:   cfg,
+		log:   h.log,
+		host:  h,
+		spool: sp,
+		inbox: newInbox(),
+		tasks: newTaskTable(),
 	}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
 	c.batches.commitFirst = cfg.CommitBeforeNextBatch

@@ -32,15 +32,40 @@ type machine struct {
 	gov       *governor.Governor
 	kick      func() // asks the prober for a fresh snapshot; never blocks
 	fresh     func(ctx context.Context)
+	snapshots snapshotCounter
 	decisions DecisionObserver
 	leases    leaseDirs
 }
 
 var (
-	_ queue.Admitter    = (*machine)(nil)
-	_ queue.Decider     = (*machine)(nil)
-	_ queue.FreshWaiter = (*machine)(nil)
+	_ queue.Admitter        = (*machine)(nil)
+	_ queue.Decider         = (*machine)(nil)
+	_ queue.FreshWaiter     = (*machine)(nil)
+	_ queue.SnapshotCounter = (*machine)(nil)
 )
+
+// snapshotCounter is what the machine needs of the prober to tell the
+// queue how fresh its snapshot is (*prober is one).
+type snapshotCounter interface {
+	FreshMark() (uint64, bool)
+	Snapshots() uint64
+}
+
+// FreshMark: see queue.SnapshotCounter (the prober's count).
+func (m *machine) FreshMark() (uint64, bool) {
+	if m.snapshots == nil {
+		return 0, false
+	}
+	return m.snapshots.FreshMark()
+}
+
+// Snapshots: see queue.SnapshotCounter.
+func (m *machine) Snapshots() uint64 {
+	if m.snapshots == nil {
+		return 0
+	}
+	return m.snapshots.Snapshots()
+}
 
 // Refresh asks the prober for a fresh snapshot and returns at once: the
 // decisions that follow use the last snapshot the governor was handed (at

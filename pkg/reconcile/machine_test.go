@@ -254,10 +254,10 @@ func TestScratchLeaseDirectoriesAreReal(t *testing.T) {
 }
 
 // TestATaskAfterAnIdleSpellIsAdmittedOnAFreshSnapshot: while the queue is
-// idle the prober probes only every idleProbeInterval, so the owner waits
-// for a fresh snapshot before handing it a task (freshForQueue): memory
-// freed during the idle spell admits the task at once, without a first
-// Wait decided on the snapshot from before.
+// idle the prober probes only every idleProbeInterval, so the queue holds
+// a task handed to it then until a fresh snapshot (queue.SnapshotCounter):
+// memory freed during the idle spell admits the task at once, without a
+// first Wait decided on the snapshot from before.
 func TestATaskAfterAnIdleSpellIsAdmittedOnAFreshSnapshot(t *testing.T) {
 	m := &switchable{snap: fixedMachine()}
 	m.snap.MemAvailable = 16 << 20 // too little for the task below

@@ -71,6 +71,9 @@ type prober struct {
 		// stuck is set when a WaitFresh ran out of time, and cleared when
 		// a probe ends.
 		stuck bool
+		// wakeAfter, when set, asks the probe numbered above it to wake
+		// the queue (a task waits for it: FreshMark).
+		wakeAfter uint64
 	}
 }
 
@@ -128,7 +131,36 @@ func (p *prober) WaitFresh(ctx context.Context) {
 func (p *prober) stale() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.lockedStale()
+}
+
+func (p *prober) lockedStale() bool {
 	return !p.mu.stuck && p.clock.Since(p.mu.at) > 2*p.interval
+}
+
+// FreshMark is the queue's SnapshotCounter: the number of probes started
+// so far, and whether the last is stale; when it is, a probe is kicked
+// and the queue woken (freed) once one started after the call has been
+// handed to the governor. It never blocks. Any goroutine.
+func (p *prober) FreshMark() (uint64, bool) {
+	p.mu.Lock()
+	mark, stale := p.mu.started, p.lockedStale()
+	if stale {
+		p.mu.wakeAfter = max(p.mu.wakeAfter, mark)
+	}
+	p.mu.Unlock()
+	if stale {
+		p.Kick()
+	}
+	return mark, stale
+}
+
+// Snapshots is the number of probes finished: above a mark FreshMark
+// returned once one started after it is handed to the governor.
+func (p *prober) Snapshots() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.finished
 }
 
 // sinceLast is how long ago the last probe started. Any goroutine.
@@ -161,7 +193,14 @@ func (p *prober) probeOnce() {
 		p.mu.stuck = false
 		close(p.mu.probed)
 		p.mu.probed = make(chan struct{})
+		wake := p.mu.wakeAfter != 0 && p.mu.finished > p.mu.wakeAfter
+		if wake {
+			p.mu.wakeAfter = 0
+		}
 		p.mu.Unlock()
+		if wake && p.freed != nil {
+			p.freed()
+		}
 	}()
 	s, err := p.snapshot()
 	if err != nil {

@@ -1,0 +1,265 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+)
+
+// applyInbox applies every note pushed so far, oldest first.
+// REQUIRES: owner goroutine.
+func (c *Controller) applyInbox() {
+	for {
+		x, ok := c.inbox.pop()
+		if !ok {
+			if len(c.pendingHistory) >= historyBatchMax || time.Since(c.historyAt) >= historyInterval {
+				c.flushHistory()
+			}
+			return
+		}
+		c.handleNote(x)
+	}
+}
+
+// handleNote applies a note from the inbox. REQUIRES: owner goroutine.
+func (c *Controller) handleNote(x any) {
+	switch n := x.(type) {
+	case queue.Event:
+		c.applyQueueEvent(n)
+	case writeOutcome:
+		c.takeOutcome(n)
+	case history.Entry:
+		c.pendingHistory = append(c.pendingHistory, n)
+	case groupNote:
+		if e := c.tasks.named(n.task); e != nil {
+			e.status.ProcessGroup = &v1alpha1.ProcessGroupRef{PGID: n.group.PGID, StartTicks: n.group.StartTicks}
+			if n.group.Cgroup != nil {
+				e.status.ProcessGroup.Cgroup = n.group.Cgroup.Main()
+			}
+			c.markDirty(e, false)
+		}
+	case progressNote:
+		e := c.tasks.named(n.task)
+		if e == nil || !e.inQueue || n.generation != e.status.ObservedGeneration {
+			return
+		}
+		// Only the batch the status shows as running; a note that
+		// arrives after its batch ended is stale.
+		if lb := e.status.LastBatch; lb != nil && lb.Index == n.index && lb.EndTime == nil {
+			items := n.items
+			lb.ItemsReported = &items
+			c.markDirty(e, false)
+		}
+	}
+}
+
+// applyQueueEvent writes a queue event into the task's status
+// (projectEvent), moves its phase, and starts the edit that waited for
+// its generation to end.
+func (c *Controller) applyQueueEvent(ev queue.Event) {
+	e := c.tasks.named(ev.Task)
+	if e == nil || !e.inQueue || ev.Generation != e.status.ObservedGeneration {
+		return // a generation this controller no longer applies
+	}
+	strict := e.task.Spec.Resources.EffectiveEstimate() == v1alpha1.EstimateStrict
+	p := projectEvent(&e.status, ev, strict, advisor{c, e})
+	if p.waitLog {
+		c.log.Info().Str("task", e.name).Str("reason", ev.Reason).Msg("waiting: " + ev.Message)
+	}
+	if r := p.batchEnded; r != nil {
+		c.metrics.ObserveBatch(string(e.task.Spec.Class), r.Ended.Sub(r.Started), r.PeakMemoryBytes)
+	}
+	switch p.write {
+	case writeSoon:
+		c.markDirty(e, false)
+	case writeNumbers:
+		if now := time.Now(); waitNumbersDue(e.waitNumbersAt, now) {
+			e.waitNumbersAt = now
+			c.markDirty(e, false)
+		}
+	case writeNewWait:
+		// The first reason a task waits is worth a write at once, but
+		// for the reasons every queued task passes through.
+		c.markDirty(e, !e.everWritten && !(!e.queuedUntil.IsZero() && passingWait(ev.Reason)))
+	case writeCommit:
+		c.markDirty(e, true)
+		e.commit = true
+	}
+	if p.toPhase != "" {
+		c.setPhase(e, p.toPhase, p.reason, p.message)
+	}
+	if ev.Type == queue.EventPhase && v1alpha1.IsTerminal(ev.Phase) && e.editPending() {
+		// An edit waited for this generation to end, Done included: it is
+		// the next generation now.
+		c.applyEdit(e)
+	}
+}
+
+// setPhase moves e to phase, logging the transition and scheduling a write.
+// It is the only place a status phase changes, and it refuses what
+// v1alpha1.AllowedTransition forbids: that is a bug, logged as an error and
+// counted (lardon3d_phase_transitions_refused_total).
+func (c *Controller) setPhase(e *entry, phase v1alpha1.Phase, reason, message string) {
+	if e.status.Phase == phase {
+		c.markDirty(e, false)
+		return
+	}
+	from := e.status.Phase
+	if !v1alpha1.AllowedTransition(from, phase) {
+		c.metrics.ObservePhaseRefused(from, phase)
+		c.log.Error().Str("task", e.name).Str("from", string(from)).Str("phase", string(phase)).Str("reason", reason).Msg("BUG: forbidden phase transition refused: " + message)
+		return
+	}
+	e.status.Phase = phase
+	c.tasks.stale = true
+	c.log.Info().Str("task", e.name).Str("from", string(from)).Str("phase", string(phase)).Str("reason", reason).Msg(message)
+	c.markDirty(e, true)
+}
+
+// setCondition sets a condition and schedules a write when anything
+// changed; it reports whether anything did.
+func (c *Controller) setCondition(e *entry, typ string, status metav1.ConditionStatus, reason, message string) bool {
+	changed := setStatusCondition(&e.status, typ, status, reason, message)
+	if changed {
+		c.markDirty(e, false)
+	}
+	return changed
+}
+
+func (c *Controller) clearSpecPending(e *entry) {
+	if meta.RemoveStatusCondition(&e.status.Conditions, v1alpha1.ConditionSpecApplied) {
+		c.markDirty(e, true)
+	}
+}
+
+// markDirty schedules a status write: urgent ones (phase changes, batch
+// commits) within PhaseWriteDelay, the rest within ProgressInterval. The
+// status is handed to the writer at the end of the pass (handWrites),
+// once the event that changed it is applied whole.
+func (c *Controller) markDirty(e *entry, urgent bool) {
+	if !c.tasks.current(e) {
+		return
+	}
+	if !e.marked {
+		e.marked = true
+		c.marked = append(c.marked, e)
+	}
+	e.urgent = e.urgent || urgent
+}
+
+// handWrites hands the writer a copy of every status marked since the
+// last hand-off; it never blocks. REQUIRES: owner goroutine.
+func (c *Controller) handWrites() {
+	if len(c.marked) == 0 {
+		return
+	}
+	now := time.Now()
+	rs := make([]writeRequest, 0, len(c.marked))
+	for _, e := range c.marked {
+		if !e.marked || !c.tasks.current(e) {
+			continue
+		}
+		c.writeSeq++
+		e.version = c.writeSeq
+		if e.firstVersion == 0 {
+			e.firstVersion = e.version
+		}
+		r := writeRequest{path: e.path, name: e.name, version: e.version, status: e.status.DeepCopy(), urgent: e.urgent, commit: e.commit, at: now}
+		if e.requeued && !e.urgent {
+			r.queuedUntil = e.queuedUntil
+		}
+		rs = append(rs, r)
+		e.marked, e.urgent, e.commit, e.requeued = false, false, false, false
+	}
+	clear(c.marked)
+	c.marked = c.marked[:0]
+	c.writer.submit(rs...)
+}
+
+// forgetWrites tells the writer the manifest at path is gone.
+func (c *Controller) forgetWrites(path string) {
+	c.writer.submit(writeRequest{path: path})
+}
+
+// takeOutcome records how the write of one of e's versions ended.
+// REQUIRES: owner goroutine.
+func (c *Controller) takeOutcome(o writeOutcome) {
+	e := c.tasks.entries[o.path]
+	if e == nil || o.version < e.firstVersion || o.version > e.version {
+		return // another entry's, or one forgotten since
+	}
+	if o.err == nil {
+		e.written = max(e.written, o.version)
+		e.everWritten, e.writeErr = true, nil
+		e.queuedUntil = time.Time{}
+		c.index.wrote(e.path, e.task, o.status)
+		c.statusWritten = true
+		return
+	}
+	e.writeErr = o.err
+	if errors.Is(o.err, spool.ErrNotRewritable) && !c.closing && !e.everWritten && e.task.Status.Phase == "" {
+		// A file whose layout the editor refuses (anchors, several
+		// documents) can never hold a status: its progress could not be
+		// committed, so it does not run. It is reported like a refused
+		// file, and taken again once the user rewrites it. A file that
+		// held a status already was broken by an edit (a save half-way,
+		// a typo): that is a failed write, retried until the user fixes
+		// it, and the task keeps running.
+		c.log.Warn().Str("task", e.name).Str("file", e.path).Err(o.err).Msg("manifest ignored: its status cannot be written into it")
+		c.tasks.invalid[e.path] = o.err
+		c.deleteEntry(e.path, "status cannot be written into the manifest")
+	}
+}
+
+// advisor gives projectEvent the controller's advice on a task's memory
+// estimate.
+type advisor struct {
+	c *Controller
+	e *entry
+}
+
+// estimateLowMessage says by how much a killed batch's reservation was
+// low, and what to declare instead. REQUIRES: owner goroutine.
+func (a advisor) estimateLowMessage(b *queue.Batch, r *queue.BatchResult) string {
+	had := b.Contract.MemoryBytes
+	used := max(r.PeakMemoryBytes, had)
+	what := "the declared costs"
+	if a.e.task.Spec.Resources.EffectiveEstimate() == v1alpha1.EstimateLearned {
+		what = "the learned estimate"
+	}
+	msg := fmt.Sprintf("batch %d of %d items at %d threads was killed for memory: %s reserved %s and it needed more than %s",
+		b.Index, b.Size, b.Contract.Threads, what, governor.FormatBytes(had), governor.FormatBytes(used))
+	if had > 0 && used > had {
+		msg += fmt.Sprintf(" (%d%% more)", (used-had)*100/had)
+	}
+	msg += "; retried under the measured need"
+	return msg + a.suggestion(b.Size, used)
+}
+
+// suggestionSep starts the suggestion of an EstimateTooLow message.
+const suggestionSep = "; suggested: "
+
+// suggestion is what to declare: the profile's learned block when it has
+// one, else the bumped need of a batch killed at used bytes.
+func (a advisor) suggestion(size, used int64) string {
+	if s := Suggest(a.c.host.book, ProfileOf(&a.e.task.Spec)); s.OK {
+		note := fmt.Sprintf("from %d batches", s.Model.Samples)
+		if s.Note != "" {
+			note += "; " + s.Note
+		}
+		return fmt.Sprintf("%s%s (%s)", suggestionSep, ResourcesBlock(s.Costs), note)
+	}
+	if used <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%sat least %s for a batch of %d", suggestionSep, governor.FormatBytes(history.Params{}.Bump(used)), size)
+}

@@ -1,0 +1,54 @@
+package reconcile
+
+import (
+	"time"
+)
+
+// publishBudgets publishes the governor's live view for the budgets verb.
+func (c *Controller) publishBudgets() {
+	if err := publishBudgets(c.cfg.StateDir, c.host.gov.Budgets(), time.Now()); err != nil {
+		c.log.Debug().Err(err).Msg("budgets not published")
+	}
+}
+
+// historyInterval and historyBatchMax bound how long and how many
+// measured batches wait in memory for their append to the store: one
+// transaction (and its fsync) per interval, not per batch. The book has
+// them at once; a kill -9 loses at most the interval's records from the
+// store, never what the book learned in this run.
+const (
+	historyInterval = 250 * time.Millisecond
+	historyBatchMax = 256
+)
+
+// flushHistory appends the records gathered so far to the store, in one
+// transaction. A failed append is logged and the records dropped: the
+// book has them for this run. REQUIRES: owner goroutine.
+func (c *Controller) flushHistory() {
+	c.historyAt = time.Now()
+	if len(c.pendingHistory) == 0 {
+		return
+	}
+	c.estimatesDirty = true
+	if c.host.store != nil {
+		if err := c.host.store.Append(c.pendingHistory...); err != nil {
+			c.log.Warn().Err(err).Int("records", len(c.pendingHistory)).Msg("history not persisted")
+		}
+	}
+	clear(c.pendingHistory)
+	c.pendingHistory = c.pendingHistory[:0]
+}
+
+// publishEstimates publishes every profile's model for the estimates verb
+// when it changed. REQUIRES: owner goroutine.
+func (c *Controller) publishEstimates() {
+	learned := c.host.learned.Load()
+	if !c.estimatesDirty && learned == c.estimatesLearned {
+		return
+	}
+	if err := publishEstimates(c.cfg.StateDir, Estimates(c.host.book)); err != nil {
+		c.log.Debug().Err(err).Msg("estimates not published")
+		return
+	}
+	c.estimatesDirty, c.estimatesLearned = false, learned
+}
