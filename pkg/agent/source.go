@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
@@ -550,7 +548,7 @@ func (s *Source) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
 	if h == nil {
 		return fmt.Errorf("%s on node %s: %w", path, s.cfg.Node, kube.ErrFenced)
 	}
-	if sameStatus(&obj.Status.TaskStatus, status) {
+	if v1alpha1.SameStatus(&obj.Status.TaskStatus, status) {
 		return nil // what the server holds already (a re-apply at shutdown)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -629,26 +627,17 @@ func (s *Source) reportUnclaimed(ctx context.Context, t *kubeapi.Task, typ, reas
 		}
 	}
 	next := t.DeepCopy()
-	if next.Status.Phase == "" {
-		next.Status.Phase = v1alpha1.PhasePending
+	st := &next.Status.TaskStatus
+	if st.Phase == "" {
+		if err := st.SetPhase(v1alpha1.PhasePending); err != nil {
+			s.log.Error().Str("task", Path(t.Namespace, t.Name)).Err(err).Msg("BUG: condition not written")
+			return false
+		}
 	}
-	setCondition(&next.Status.TaskStatus, typ, reason, msg, t.Generation)
+	st.SetCondition(typ, metav1.ConditionFalse, reason, msg)
 	if err := s.client.Status().Update(ctx, next); err != nil {
 		s.log.Debug().Str("task", Path(t.Namespace, t.Name)).Err(err).Msg("condition not written")
 		return false
 	}
 	return true
-}
-
-// setCondition sets a False condition on st.
-func setCondition(st *v1alpha1.TaskStatus, typ, reason, msg string, gen int64) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
-}
-
-// sameStatus reports whether two statuses serialize the same (the API
-// server keeps times to the second, as the spool does).
-func sameStatus(a, b *v1alpha1.TaskStatus) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

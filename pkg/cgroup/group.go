@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Group is one batch's control group.
@@ -336,7 +338,7 @@ func (g *Group) Freeze(wait time.Duration) error {
 		return errors.New("cgroup: no freezer")
 	}
 	deadline := time.Now().Add(wait)
-	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+	for poll := pollBackoff(20 * time.Millisecond); ; {
 		if err := g.setFrozen(true); err != nil {
 			return err
 		}
@@ -351,7 +353,7 @@ func (g *Group) Freeze(wait time.Duration) error {
 			_ = g.Thaw()
 			return fmt.Errorf("%w (%v)", ErrFreezeTimeout, wait)
 		}
-		time.Sleep(delay)
+		time.Sleep(poll.Step())
 	}
 }
 
@@ -427,7 +429,7 @@ func (g *Group) Kill(wait time.Duration) (int, error) {
 	}
 	found := len(live)
 	deadline := time.Now().Add(wait)
-	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+	for poll := pollBackoff(50 * time.Millisecond); ; {
 		if len(live) == 0 {
 			return found, nil
 		}
@@ -435,7 +437,7 @@ func (g *Group) Kill(wait time.Duration) (int, error) {
 		if time.Now().After(deadline) {
 			return found, fmt.Errorf("%w: %d in %s", ErrNotEmpty, len(live), g.mainDir())
 		}
-		time.Sleep(delay)
+		time.Sleep(poll.Step())
 		if live, err = g.Live(); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return found, nil
@@ -472,18 +474,24 @@ func (g *Group) Remove() error {
 	}
 	var errs []error
 	for _, d := range g.ref.Dirs {
+		// While busy (the last processes are still exiting), rmdir is
+		// tried again after 1 ms, doubling, 10 tries in about 0.5 s.
 		var err error
-		for delay := time.Millisecond; delay < 500*time.Millisecond; delay *= 2 {
-			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) || !isBusy(err) {
-				break
-			}
-			time.Sleep(delay) // the last processes are still exiting
-		}
+		_ = wait.ExponentialBackoff(wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 10}, func() (bool, error) {
+			err = unix.Rmdir(d)
+			return err == nil || errors.Is(err, unix.ENOENT) || !isBusy(err), nil
+		})
 		if err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pollBackoff spaces the looks at a group's state while waiting for it
+// to change: 1 ms, doubling up to ceiling.
+func pollBackoff(ceiling time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: time.Millisecond, Factor: 2, Cap: ceiling, Steps: math.MaxInt32}
 }
 
 func exists(path string) bool {

@@ -125,19 +125,22 @@ func (c *Claimer) claim(ctx context.Context, task *kubeapi.Task, contract v1alph
 	if task.ResourceVersion == "" {
 		return 0, fmt.Errorf("claim %s/%s: the task has no resourceVersion (it was not read from the API server)", task.Namespace, task.Name)
 	}
-	// A takeover of a Running or Paused task is the restart of the phase
-	// machine (→ Pending) and a claim (Pending → Reserved) in one write.
-	if from := task.Status.Phase; from != "" && from != v1alpha1.PhasePending && !v1alpha1.AllowedTransition(from, v1alpha1.PhasePending) {
-		return 0, fmt.Errorf("claim %s/%s: phase %s cannot go back to Pending", task.Namespace, task.Name, from)
-	}
+	// A claim is the move Pending → Reserved (a new task, without a phase
+	// yet, is Pending first); a takeover of a Reserved, Running or Paused
+	// task is also the restart of the phase machine (→ Pending), in the
+	// same write.
 	next := task.DeepCopy()
+	for _, to := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseReserved} {
+		if err := next.Status.SetPhase(to); err != nil {
+			return 0, fmt.Errorf("claim %s/%s: %w", task.Namespace, task.Name, err)
+		}
+	}
 	next.Status.Claim = &kubeapi.Claim{
 		Node:      c.Node,
 		Seq:       lastSeq(task) + 1,
 		ClaimedAt: metav1.NewTime(c.now()),
 	}
 	next.Status.Reservation = contract.DeepCopy()
-	next.Status.Phase = v1alpha1.PhaseReserved
 	// A process group recorded by the former holder names a process on
 	// another machine: the new holder's restart logic must never kill a
 	// local process by that number.

@@ -1,12 +1,17 @@
 package kube_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/kube"
@@ -57,5 +62,57 @@ func TestWhoMayClaimWhat(t *testing.T) {
 	}
 	if !kube.Expired(&coordinationv1.Lease{}, now) {
 		t.Error("a lease never renewed is alive")
+	}
+}
+
+// TestClaimWritesPhasesThroughSetPhase: a claim moves a new or Pending
+// task to Reserved, a takeover restarts a Running one (→ Pending →
+// Reserved) in the same write, and a phase the machine does not know is
+// refused with nothing written.
+func TestClaimWritesPhasesThroughSetPhase(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := kubeapi.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from     v1alpha1.Phase
+		holder   string
+		takeOver bool
+		want     v1alpha1.Phase // "": refused
+	}{
+		{"", "", false, v1alpha1.PhaseReserved},
+		{v1alpha1.PhasePending, "", false, v1alpha1.PhaseReserved},
+		{v1alpha1.PhaseRunning, "gone", true, v1alpha1.PhaseReserved},
+		{v1alpha1.PhasePaused, "gone", true, v1alpha1.PhaseReserved},
+		{"Bogus", "gone", true, ""},
+	} {
+		task := taskIn(tc.from, tc.holder)
+		task.Namespace, task.Name = "ns", "t"
+		c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&kubeapi.Task{}).WithObjects(task).Build()
+		if err := c.Get(context.Background(), ctrlclient.ObjectKeyFromObject(task), task); err != nil {
+			t.Fatal(err)
+		}
+		cl := &kube.Claimer{Client: c, Node: "n"}
+		var out kube.ClaimOutcome
+		var err error
+		if tc.takeOver {
+			out, err = cl.TakeOver(context.Background(), task, nil, v1alpha1.Contract{})
+		} else {
+			out, err = cl.Claim(context.Background(), task, v1alpha1.Contract{})
+		}
+		var stored kubeapi.Task
+		if gerr := c.Get(context.Background(), ctrlclient.ObjectKeyFromObject(task), &stored); gerr != nil {
+			t.Fatal(gerr)
+		}
+		if tc.want == "" {
+			var te *v1alpha1.TransitionError
+			if !errors.As(err, &te) || te.From != tc.from || stored.Status.Claim.Node != tc.holder {
+				t.Errorf("from %q: want a refusal and nothing written, got %v, %v, claim %+v", tc.from, out, err, stored.Status.Claim)
+			}
+			continue
+		}
+		if err != nil || out != kube.Claimed || stored.Status.Phase != tc.want || stored.Status.Claim.Node != "n" {
+			t.Errorf("from %q: %v, %v; stored phase %q, claim %+v", tc.from, out, err, stored.Status.Phase, stored.Status.Claim)
+		}
 	}
 }

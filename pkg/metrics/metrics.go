@@ -119,8 +119,7 @@ func (m *Metrics) ObservePhaseRefused(from, to v1alpha1.Phase) {
 
 // SetPhases replaces the count of tasks per phase.
 func (m *Metrics) SetPhases(counts map[v1alpha1.Phase]int) {
-	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseReserved, v1alpha1.PhaseRunning,
-		v1alpha1.PhasePaused, v1alpha1.PhaseDone, v1alpha1.PhaseFailed, v1alpha1.PhaseRejected} {
+	for _, p := range v1alpha1.Phases {
 		m.tasks.WithLabelValues(string(p)).Set(float64(counts[p]))
 	}
 }

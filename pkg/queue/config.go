@@ -3,6 +3,7 @@ package queue
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 )
 
@@ -63,14 +64,21 @@ func (c Config) withDefaults() Config {
 
 // backoff returns the delay before retry number n (n >= 1) of a batch.
 func (c Config) backoff(n int) time.Duration {
-	d := c.RetryBackoff
-	for i := 1; i < n; i++ {
-		d *= 2
-		if d >= c.MaxRetryBackoff {
-			return c.MaxRetryBackoff
-		}
+	return RetryDelay(c.RetryBackoff, c.MaxRetryBackoff, n)
+}
+
+// RetryDelay is the wait after the n-th failure in a row (n >= 1; less
+// counts as 1): base, doubled at each further failure, never above
+// ceiling. It is the n-th step of apimachinery's wait.Backoff doubling
+// from base up to ceiling, the one backoff of the controller's retries: a
+// failed batch's (Config.RetryBackoff up to MaxRetryBackoff) and a failed
+// status write's. REQUIRES: 0 < base <= ceiling.
+func RetryDelay(base, ceiling time.Duration, n int) time.Duration {
+	b := wait.Backoff{Duration: base, Factor: 2, Cap: ceiling, Steps: n - 1}
+	for b.Steps > 0 { // at most until the cap, which ends the steps
+		b.Step()
 	}
-	return min(d, c.MaxRetryBackoff)
+	return min(b.Duration, ceiling)
 }
 
 // Option changes how New builds a queue.

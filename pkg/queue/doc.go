@@ -49,7 +49,7 @@
 //     set) runs its batches through BatchRunner, commits progress on exit 0,
 //     hands every batch, failed ones included, to the Learner (WithLearner),
 //     retries other failures up to Task.Retries times with a clock-driven
-//     exponential backoff (Config.RetryBackoff doubling up to
+//     exponential backoff (RetryDelay: Config.RetryBackoff doubling up to
 //     MaxRetryBackoff; the same batch index and start, the same reservation
 //     kept), after a MemoryExceeded either hands the kill to the Learner and
 //     retries the batch under its revised estimate (WithLearner, a task not

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const (
@@ -44,7 +46,8 @@ func lockRegistry(dir string) (func(), error) {
 		return nil, fmt.Errorf("registry lock: %w", err)
 	}
 	deadline := time.Now().Add(lockWait)
-	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+	// Tried again after 1 ms, doubling up to 20 ms.
+	for retry := (wait.Backoff{Duration: time.Millisecond, Factor: 2, Cap: 20 * time.Millisecond, Steps: math.MaxInt32}); ; {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
 			return func() { _ = f.Close() }, nil
@@ -53,7 +56,7 @@ func lockRegistry(dir string) (func(), error) {
 			_ = f.Close()
 			return nil, fmt.Errorf("registry lock %s: %w", path, err)
 		}
-		time.Sleep(delay)
+		time.Sleep(retry.Step())
 	}
 }
 

@@ -9,8 +9,10 @@
 // (Warnings), defaults (SetDefaults), validation (Validate), the
 // spec's identity (SpecHash), item resolution (ResolveItems,
 // ResolveWorkingDir, Glob with ** and braces), the phase machine
-// (AllowedTransition, IsTerminal) and
-// the JSON Schema generated from the types (JSONSchema, committed as
+// (AllowedTransition, IsTerminal, and TaskStatus.SetPhase, through which
+// every phase is written), the one way to set a condition
+// (TaskStatus.SetCondition), when two statuses are the same (SameStatus),
+// and the JSON Schema generated from the types (JSONSchema, committed as
 // schemas/task.schema.json by `make schemas`).
 //
 // Decoding: the YAML is parsed into a node tree (YAML 1.2, like editors),
