@@ -40,6 +40,13 @@
 //     run given another verdict meanwhile (a scan at a sequence break)
 //     unparks it. A flood waiting for the governor then costs a scan its
 //     head, not the flood (BenchmarkScanParked).
+//   - Fresh snapshots: when the Admitter is a SnapshotCounter and says its
+//     snapshot is stale as a task is handed in (Replace of a new
+//     generation, a resume), the scan leaves that task, and every task
+//     behind it, without a verdict until a snapshot numbered after its
+//     mark (or freshWaitMax, 250 ms): whoever hands tasks in never waits
+//     for a probe, and the first admission after an idle spell is decided
+//     on the machine as it is.
 //   - Waiting: while a task told Wait is pending, Run sleeps at most
 //     Config.RescanWait (500 ms); any signal wakes it at once: a release, an
 //     Upsert, SetPaused or Remove, a worker exit, or Admitter.Changed closing.

@@ -99,8 +99,8 @@ type entry struct {
 	// numbered above freshAfter (SnapshotCounter).
 	freshAfter uint64
 	freshBy    time.Time
-	task    Task
-	lastDec governor.Decision
+	task       Task
+	lastDec    governor.Decision
 
 	reason, message string
 	contract        *governor.Contract

@@ -1,9 +1,7 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,75 +19,6 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
-
-// DefaultQueuedWriteDelay is Config.QueuedWriteDelay's default.
-const DefaultQueuedWriteDelay = 3 * time.Second
-
-// Config tunes the controller.
-type Config struct {
-	// SpoolDir is the watched directory.
-	SpoolDir string
-	// StateDir holds logs and items files (default SpoolDir/.lardon3d).
-	StateDir string
-	// ProgressInterval bounds how often progress alone is written per task
-	// (default 250 ms). Phase changes wait at most PhaseWriteDelay.
-	ProgressInterval time.Duration
-	// PhaseWriteDelay is how long a phase change may wait for the events
-	// that follow it, so that the Reserved→Running→Done of a short task lands
-	// in one write (default 10 ms).
-	PhaseWriteDelay time.Duration
-	// QueuedWriteDelay is how long the first status of a new manifest
-	// that is only queued (Pending, waiting for a worker at most) may wait
-	// for its write (default 3 s): a task that starts meanwhile is written
-	// once, with its phase change, so that thousands of short tasks
-	// dropped at once are not each written twice. Any other reason to
-	// wait, and any phase change, is written as usual.
-	QueuedWriteDelay time.Duration
-	// ExitWhenDone makes Run return once every task is settled.
-	ExitWhenDone bool
-	// WaitForTasks, with ExitWhenDone, keeps Run going until at least this
-	// many manifests were seen: a script may start the controller first
-	// and drop its files after.
-	WaitForTasks int
-	// KillGrace is the SIGTERM→SIGKILL delay on cancel (default 10 s).
-	KillGrace time.Duration
-	// MemoryTolerance is how far a batch may exceed its memory contract
-	// before it is killed (default 0.10).
-	MemoryTolerance float64
-	// Queue configures the queue.
-	Queue queue.Config
-	// ProbeInterval is how often the machine is probed (default 200 ms).
-	ProbeInterval time.Duration
-	// ProvisionalFraction is the share of the grantable memory the first
-	// batch of a task with no estimate and no history reserves (default
-	// 0.25), clamped to what is free; ProvisionalBytes, when > 0, is used
-	// instead.
-	ProvisionalFraction float64
-	ProvisionalBytes    int64
-	// BatchPolicy chooses among the batches that fit: BatchLargest (the
-	// default) or BatchEfficient (the least predicted time per item, once
-	// a profile's batches showed larger ones cost more per item).
-	BatchPolicy string
-	// HistoryPath is the learned history's store, shared by every spool
-	// of a Host (default: the first spool's STATE/history.db).
-	HistoryPath string
-	// CommitBeforeNextBatch makes a task's next batch wait until the
-	// progress before it is committed in its status (the node agent sets
-	// it: a node lost then loses at most its batches in flight). The spool
-	// mode does not: a crash there re-runs at most the batches since the
-	// last write, and waiting would cost every short batch a write.
-	CommitBeforeNextBatch bool
-}
-
-// The batch policies.
-const (
-	BatchLargest   = "largest"
-	BatchEfficient = "efficient"
-)
-
-// waitNumbersInterval bounds how often a waiting task's status is written
-// when only the numbers of its reason's message changed.
-const waitNumbersInterval = 10 * time.Second
 
 // Spool is what the controller needs of the spool directory; *spool.Spool
 // is one.
@@ -172,47 +101,10 @@ type Controller struct {
 	phasesAt time.Time
 }
 
-// sameStatus reports whether two statuses read the same once written (the
-// file keeps times to the second).
-func sameStatus(a, b *v1alpha1.TaskStatus) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
-}
-
 // New builds the controller of a process that serves one spool; Run
 // starts it. A process that serves several builds a Host and Adds them.
 func New(cfg Config, deps Deps) *Controller {
 	return NewHost(cfg, deps).Add(cfg, deps.Spool)
-}
-
-// withDefaults fills the unset fields of cfg.
-func (cfg Config) withDefaults() Config {
-	if cfg.StateDir == "" {
-		cfg.StateDir = filepath.Join(cfg.SpoolDir, ".lardon3d")
-	}
-	if abs, err := filepath.Abs(cfg.StateDir); err == nil {
-		cfg.StateDir = abs // it marks the batches' environment: one spelling
-	}
-	if cfg.ProgressInterval <= 0 {
-		cfg.ProgressInterval = 250 * time.Millisecond
-	}
-	if cfg.PhaseWriteDelay <= 0 {
-		cfg.PhaseWriteDelay = 10 * time.Millisecond
-	}
-	if cfg.QueuedWriteDelay <= 0 {
-		cfg.QueuedWriteDelay = DefaultQueuedWriteDelay
-	}
-	if cfg.KillGrace <= 0 {
-		cfg.KillGrace = 10 * time.Second
-	}
-	if cfg.MemoryTolerance <= 0 {
-		cfg.MemoryTolerance = 0.10
-	}
-	if cfg.ProvisionalFraction <= 0 || cfg.ProvisionalFraction > 1 {
-		cfg.ProvisionalFraction = DefaultProvisionalFraction
-	}
-	return cfg
 }
 
 type observerFunc func(queue.Event)

@@ -23,19 +23,45 @@
 // have been planted there. Their items must be readable by the user
 // (resolveItems), their scratch lease directory is handed to them.
 //
-// Ownership. One goroutine per spool (Controller.loop) owns every entry: the parsed
-// manifest, the authoritative in-memory status and the write schedule. Spool
-// events, queue events, process-group notes and the progress a running
-// batch reports (runner.Spec.OnProgress: status.lastBatch.itemsReported,
-// written at the progress pace, never committed) all arrive on channels or
-// on the inbox and are applied by that goroutine only, so entries need no
-// lock.
+// Files. controller.go holds the wiring and the loop; config.go the
+// Config; tasks.go the task table (entries by path, names, duplicates,
+// dependents, invalid files); lifecycle.go the lifecycle rules as pure
+// functions (decideFile: what a new version of a manifest asks of its
+// task; carriedProgress and resumedProgress; projectEvent: what a queue
+// event makes of a status), which generations.go (file events, the
+// generations) and events.go (inbox notes, queue events, setPhase,
+// write hand-offs) carry out; statuswriter.go, duewrites.go and
+// flushlimit.go the status writer; settle.go the exit rule and the phase
+// gauge; recovery.go and groups.go what a crash leaves; items.go who runs
+// a spool's tasks and which items they may read; publish.go the side
+// files.
+//
+// Ownership. One goroutine per spool (Controller.loop) owns every entry:
+// the parsed manifest and the authoritative in-memory status. Spool
+// events, queue events, process-group notes, write outcomes and the
+// progress a running batch reports (runner.Spec.OnProgress:
+// status.lastBatch.itemsReported, written at the progress pace, never
+// committed) all arrive on channels or on the inbox and are applied by
+// that goroutine only, so entries need no lock. It does no status I/O and
+// never waits for a probe.
 // The batch adapter (batches.go) keeps its own small mutex-guarded table of
 // what a batch needs (command, items, log path), written by the owner and read
 // by the queue's workers.
 //
+// Status writes (statuswriter.go) run on a goroutine of their own per
+// spool, as kubelet's status manager syncs pod statuses apart from its
+// sync loop: at the end of each pass the owner hands the writer a copy of
+// every status that changed, numbered (a version), without blocking; the
+// writer owns when each is due, the write limit, the group commit and the
+// backoff, and reports each write's outcome back on the inbox (which
+// version landed, for settling and get's rows; which failed, for the
+// file whose status can never be written). A write that hangs (a stuck
+// file system, an API call up to its timeout in node mode) delays no
+// spool event. The writer tells the batch adapter which progress a
+// written status commits (batchRunner.noteCommitted).
+//
 // Status writes are coalesced: the end of a batch (the commit point of its
-// items) is written at the next flush, after the events already queued; a
+// items) is written at once, with the events already handed; a
 // phase change within PhaseWriteDelay (10 ms), so that the
 // Reserved→Running→Done of a short task lands in one write; other
 // changes (a batch starting, a new reason to wait) at most every
@@ -46,26 +72,25 @@
 // that is only queued (waiting for a worker at most) waits up to
 // QueuedWriteDelay (3 s), so that a short task is written once, when it
 // runs. Measured batches reach the history store every 250 ms at most,
-// one transaction for all. Run takes every spool event and
-// inbox note already waiting before it flushes, and the writes due
+// one transaction for all. The owner takes every spool event and inbox
+// note already waiting before it hands the writes, and the writes due
 // together are one group commit (spool.Spool.WriteStatuses: one syncfs,
-// one directory fsync), so a flood of short tasks costs one flush per
+// one directory fsync), so a flood of short tasks costs one write per
 // pass, not one per task. A write that fails stays due and is
-// retried with backoff (100 ms doubling to 10 s), a commit point included,
-// until it lands; meanwhile it is logged, counted
+// retried with backoff (queue.RetryDelay: 100 ms doubling to 10 s), a
+// commit point included, until it lands; meanwhile it is logged, counted
 // (lardon3d_status_write_duration_seconds{result="error"}) and published in
 // STATE/status-write-errors.json, which describe shows. A new version of a
 // file whose status block differs from the controller's (a writer that
 // replaced the whole file) gets the controller's status back, and at
-// shutdown every status is re-applied onto its file's current version.
+// shutdown every status is re-applied onto its file's current version
+// (the writer writes every status it holds once more, then stops).
 //
-// One pass writes at most flushMax (64) statuses, committed progress
-// first, then phase changes, oldest first (flushlimit.go): under a flood
-// of new manifests, whose first writes are the costly ones, Run keeps
-// taking the spool's events between groups. A pass finds what is due in a
-// queue ordered by due time (duewrites.go), not by walking every dirty
-// status: thousands of queued tasks waiting for QueuedWriteDelay cost
-// nothing per event.
+// One writer pass writes at most flushMax (64) statuses, committed
+// progress first, then phase changes, oldest first (flushlimit.go). A
+// pass finds what is due in a queue ordered by due time (duewrites.go),
+// not by walking every dirty status: thousands of queued tasks waiting
+// for QueuedWriteDelay cost nothing per event.
 //
 // The list index (index.go). For get, the owner keeps one row per
 // manifest whose current version it knows: the version a spool event
@@ -85,11 +110,13 @@
 // them decoded too, in a map it writes under listIndex.mu, each row never
 // changed once stored.
 //
-// Phases. setPhase is the only place a status phase changes; it refuses,
-// logs as a bug and counts (lardon3d_phase_transitions_refused_total) any
-// transition v1alpha1.AllowedTransition forbids.
+// Phases. setPhase is the only place the controller changes a status
+// phase, through v1alpha1.TaskStatus.SetPhase; it refuses, logs as a bug
+// and counts (lardon3d_phase_transitions_refused_total) any transition
+// v1alpha1.AllowedTransition forbids.
 //
-// Generations and edits, one rule, the same with or without a restart:
+// Generations and edits, one rule (decideFile), the same with or without
+// a restart:
 //
 //   - spec.paused applies at once, whatever the phase;
 //   - any other edit of a task no worker holds (not started, waiting for
@@ -155,28 +182,15 @@
 // need, bumped, with an EstimateTooLow condition; estimate: strict keeps
 // halving and failing at batch.min. Lock order: queue, book, governor.
 //
-// Locking. Host.spoolsMu guards the list of spools and Run's bookkeeping
-// of their loops; the queue's router (route, with Queue.mu held), the
-// prober (workMemory, then batchRunner.mu) and the learner (persist) take
-// it to read; Add and Join to append, never calling the queue or doing IO
-// under it (Join prepares a spool first). Host.mu guards only the
-// per-spool reports (phase counts, readiness, settled), a leaf taken last.
-// Order: Queue.mu → Host.spoolsMu → Host.mu, batchRunner.mu. The owner
-// goroutine holds no lock of its own but listIndex.mu
-// (only while it stores or drops a list row); it calls the queue
-// (which takes Queue.mu, then the governor's) and the spool's write-back
-// (per-file locks) but never while holding the batch adapter's mutex, which
-// guards only its tables and is never held across a call out. Queue events
-// reach the owner through the inbox (its mutex guards only the slice), so
-// the queue never waits for the owner.
-//
 // The machine. One prober goroutine (prober.go) is the only caller of the
 // probe: it hands the governor a snapshot at start, every ProbeInterval
 // (200 ms; every 2 s while the queue holds no task pending or holding a
-// worker, Queue.Busy) and soon after a kick (at most every 20 ms). Before
-// the owner hands the queue a task it may admit (a new generation, a
-// resumed one, an unpause) while the prober is at its idle pace, it waits
-// for a fresh snapshot (freshForQueue, at most 250 ms). The queue's
+// worker, Queue.Busy) and soon after a kick (at most every 20 ms). A task
+// handed to the queue (a new generation, a resumed one, an unpause) while
+// the prober is at its idle pace waits in the queue, not in the owner, for
+// a snapshot taken after it came (queue.SnapshotCounter: the machine
+// passes on the prober's FreshMark, which kicks a probe and wakes the
+// queue once it is taken; at most 250 ms). The queue's
 // Admitter (machine.go) turns Refresh into that kick, a non-blocking send on
 // a buffered(1) channel, so a scan or a sequence break decides on a snapshot
 // at most ProbeInterval old and the next decision on a fresh one; a snapshot
@@ -191,18 +205,30 @@
 // for removal when the reservation is released, and Run removes what a
 // crashed controller of the same spool left before anything runs.
 //
-// Locking. The Run goroutine holds no lock but listIndex.mu, a leaf, while
-// it stores or drops a row (a served listing holds it to read one). Lock
-// order, outermost first: Queue.mu (the queue calls the machine, and the
-// observer that pushes onto the inbox, with it held) → Governor.mu,
-// inbox.mu, scratch.Leases.mu (each a leaf); batchRunner.mu → runner's
-// Batch.mu (workMemory). The prober holds no lock across the probe: it
-// calls the SnapshotFunc, batchRunner.workMemory and Governor.Update one
-// after the other. No lock of the queue or of this
-// package is ever held across a probe, an exec or a file write: the machine's
-// methods only touch the governor and non-blocking hand-offs, batchRunner.Start
-// (which writes the items, group and lease files) runs on a queue worker
-// without Queue.mu, and status writes happen on the Run goroutine.
+// Locking. Lock order, outermost first: Queue.mu → Host.spoolsMu →
+// Host.mu; Queue.mu → Governor.mu, inbox.mu, scratch.Leases.mu,
+// prober.mu (each a leaf); batchRunner.mu → runner's Batch.mu
+// (workMemory); statusWriter.mu (a leaf). Host.spoolsMu guards the list
+// of spools and Run's bookkeeping of their loops; the queue's router
+// (route, with Queue.mu held), the prober (workMemory, then
+// batchRunner.mu) and the learner (persist) take it to read; Add and Join
+// to append, never calling the queue or doing IO under it (Join prepares
+// a spool first). Host.mu guards only the per-spool reports (phase
+// counts, readiness, settled). The owner goroutine holds no lock of its
+// own but listIndex.mu (only while it stores or drops a list row); it
+// calls the queue (which takes Queue.mu, then the governor's), never
+// while holding the batch adapter's mutex, which guards only its tables
+// and is never held across a call out. Queue events and write outcomes
+// reach the owner through the inbox (its mutex guards only the slice),
+// so neither the queue nor the writer waits for the owner, and the owner
+// hands the writer its requests under statusWriter.mu, which guards only
+// their slice. The prober holds no lock across the probe: it calls the
+// SnapshotFunc, batchRunner.workMemory and Governor.Update one after the
+// other. No lock of the queue or of this package is ever held across a
+// probe, an exec or a file write: the machine's methods only touch the
+// governor, the prober's counters and non-blocking hand-offs;
+// batchRunner.Start (which writes the items, group and lease files) runs
+// on a queue worker without Queue.mu.
 //
 // What it never does: judge resources (the governor does), order tasks (the
 // queue does), or rewrite a file that is not parseable YAML (the spool

@@ -114,12 +114,11 @@ func (c *Controller) setPhase(e *entry, phase v1alpha1.Phase, reason, message st
 		return
 	}
 	from := e.status.Phase
-	if !v1alpha1.AllowedTransition(from, phase) {
+	if err := e.status.SetPhase(phase); err != nil {
 		c.metrics.ObservePhaseRefused(from, phase)
 		c.log.Error().Str("task", e.name).Str("from", string(from)).Str("phase", string(phase)).Str("reason", reason).Msg("BUG: forbidden phase transition refused: " + message)
 		return
 	}
-	e.status.Phase = phase
 	c.tasks.stale = true
 	c.log.Info().Str("task", e.name).Str("from", string(from)).Str("phase", string(phase)).Str("reason", reason).Msg(message)
 	c.markDirty(e, true)
@@ -128,7 +127,7 @@ func (c *Controller) setPhase(e *entry, phase v1alpha1.Phase, reason, message st
 // setCondition sets a condition and schedules a write when anything
 // changed; it reports whether anything did.
 func (c *Controller) setCondition(e *entry, typ string, status metav1.ConditionStatus, reason, message string) bool {
-	changed := setStatusCondition(&e.status, typ, status, reason, message)
+	changed := e.status.SetCondition(typ, status, reason, message)
 	if changed {
 		c.markDirty(e, false)
 	}

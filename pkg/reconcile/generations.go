@@ -147,7 +147,7 @@ func (c *Controller) edit(e *entry, t *v1alpha1.Task, parseErr error) {
 	hash := v1alpha1.SpecHash(t.Spec)
 	old := e.task
 	e.task, e.fileHash, e.parseErr = t, hash, parseErr
-	if !sameStatus(&t.Status, &e.status) {
+	if !v1alpha1.SameStatus(&t.Status, &e.status) {
 		// The new version dropped or changed the status block (a writer
 		// that replaced the whole file): the controller's is put back, so
 		// that a restart finds what this controller knows.

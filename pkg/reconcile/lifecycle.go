@@ -172,9 +172,7 @@ type estimateAdvice interface {
 // retried under a bigger estimate).
 func projectEvent(st *v1alpha1.TaskStatus, ev queue.Event, strict bool, advice estimateAdvice) projection {
 	now := metav1.NewTime(ev.Time)
-	setCond := func(typ string, status metav1.ConditionStatus, reason, message string) bool {
-		return setStatusCondition(st, typ, status, reason, message)
-	}
+	setCond := st.SetCondition
 	switch ev.Type {
 	case queue.EventPhase:
 		switch ev.Phase {
@@ -203,12 +201,10 @@ func projectEvent(st *v1alpha1.TaskStatus, ev queue.Event, strict bool, advice e
 		return projection{toPhase: ev.Phase, reason: ev.Reason, message: ev.Message, write: writeSoon}
 	case queue.EventWaiting:
 		typ := v1alpha1.ConditionAdmitted
-		switch ev.Reason {
-		case v1alpha1.ReasonWaitingForDependencies, v1alpha1.ReasonDependencyFailed, v1alpha1.ReasonDependencyMissing:
+		if v1alpha1.WaitsOnDependencies(ev.Reason) {
 			typ = v1alpha1.ConditionDependenciesReady
-		}
-		if typ == v1alpha1.ConditionAdmitted {
-			setCond(v1alpha1.ConditionDependenciesReady, metav1.ConditionTrue, "AllDone", "every dependency is Done")
+		} else {
+			setCond(v1alpha1.ConditionDependenciesReady, metav1.ConditionTrue, v1alpha1.ReasonAllDone, "every dependency is Done")
 		}
 		prev := meta.FindStatusCondition(st.Conditions, typ)
 		sameReason := prev != nil && prev.Status == metav1.ConditionFalse && prev.Reason == ev.Reason
@@ -269,18 +265,6 @@ func admittedMessage(ev queue.Event) string {
 		return ev.Message
 	}
 	return queue.ContractMessage(*ev.Contract)
-}
-
-// setStatusCondition sets a condition of st at its observed generation
-// (an empty reason reads Unknown); it reports whether anything changed.
-func setStatusCondition(st *v1alpha1.TaskStatus, typ string, status metav1.ConditionStatus, reason, message string) bool {
-	if reason == "" {
-		reason = "Unknown"
-	}
-	return meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: st.ObservedGeneration,
-	})
 }
 
 // passingWait reports whether reason is one every queued task may pass

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -91,7 +91,6 @@ type statusWriter struct {
 	// never block.
 	report    func(writeOutcome)
 	committed func(name string, generation, items int64)
-	backoff   workqueue.TypedRateLimiter[string]
 
 	wake chan struct{}
 	done chan struct{}
@@ -121,7 +120,6 @@ func newStatusWriter(sp Spool, timing writeTiming, metrics Metrics, log zerolog.
 		spool: sp, timing: timing, metrics: metrics, log: log, stateDir: stateDir,
 		report:    func(writeOutcome) {},
 		committed: func(string, int64, int64) {},
-		backoff:   workqueue.NewTypedItemExponentialFailureRateLimiter[string](writeRetryMin, writeRetryMax),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		files:     make(map[string]*pendingWrite),
@@ -201,7 +199,6 @@ func (w *statusWriter) apply(r writeRequest, now time.Time) {
 	if r.status == nil {
 		if p != nil {
 			delete(w.files, r.path)
-			w.backoff.Forget(r.path)
 			if p.err != nil {
 				w.errorsChanged = true
 			}
@@ -327,7 +324,7 @@ func (w *statusWriter) wrote(p *pendingWrite, now time.Time, err error, took tim
 	w.report(writeOutcome{path: p.path, version: p.version, status: p.status, err: err})
 	if err != nil {
 		p.failures++
-		backoff := w.backoff.When(p.path)
+		backoff := queue.RetryDelay(writeRetryMin, writeRetryMax, p.failures)
 		p.retryAt = now.Add(backoff)
 		if p.err == nil || p.err.Error() != err.Error() || p.failures&(p.failures-1) == 0 {
 			w.log.Warn().Str("task", p.name).Str("file", p.path).Int("attempts", p.failures).Dur("retryIn", backoff).Err(err).Msg("status not written; retrying")
@@ -347,7 +344,6 @@ func (w *statusWriter) wrote(p *pendingWrite, now time.Time, err error, took tim
 	p.lastWrite, p.written = now, p.version
 	w.committed(p.name, p.status.ObservedGeneration, p.status.Progress.ItemsDone)
 	p.err, p.failures, p.retryAt = nil, 0, time.Time{}
-	w.backoff.Forget(p.path)
 	return true
 }
 

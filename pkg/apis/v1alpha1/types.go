@@ -370,4 +370,17 @@ const (
 	ReasonSpecChangePending      = "SpecChangePending"
 	ReasonDependencyRerun        = "DependencyRerun"
 	ReasonPaused                 = "Paused"
+	// ReasonAllDone is DependenciesReady=True's: every dependency is Done.
+	ReasonAllDone = "AllDone"
 )
+
+// WaitsOnDependencies reports whether a reason to wait is about the
+// task's dependencies (condition DependenciesReady) rather than its
+// admission (condition Admitted).
+func WaitsOnDependencies(reason string) bool {
+	switch reason {
+	case ReasonWaitingForDependencies, ReasonDependencyFailed, ReasonDependencyMissing:
+		return true
+	}
+	return false
+}
