@@ -64,8 +64,10 @@ type Controller struct {
 	batches *batchRunner
 	metrics Metrics
 	inbox   *inbox
-	// writer writes the statuses (statuswriter.go), started by loop.
-	writer *statusWriter
+	// writer writes the statuses (statuswriter.go), started by loop;
+	// resolver resolves items (items.go).
+	writer   *statusWriter
+	resolver *resolver
 
 	// Owned by the loop goroutine.
 	// pendingHistory are records waiting for the store; estimatesDirty
@@ -170,6 +172,9 @@ func (c *Controller) loop(ctx context.Context) error {
 	c.writer.report = func(o writeOutcome) { c.inbox.push(o) }
 	c.writer.committed = c.batches.noteCommitted
 	go c.writer.run()
+	resolveCtx, stopResolver := context.WithCancel(context.Background())
+	defer stopResolver()
+	go c.resolver.run(resolveCtx)
 
 	publishIndex := time.NewTimer(time.Hour)
 	defer publishIndex.Stop()

@@ -33,8 +33,8 @@
 // write hand-offs) carry out; statuswriter.go, duewrites.go and
 // flushlimit.go the status writer; settle.go the exit rule and the phase
 // gauge; recovery.go and groups.go what a crash leaves; items.go who runs
-// a spool's tasks and which items they may read; publish.go the side
-// files.
+// a spool's tasks, which items they may read, and the resolver; publish.go
+// the side files.
 //
 // Ownership. One goroutine per spool (Controller.loop) owns every entry:
 // the parsed manifest and the authoritative in-memory status. Spool
@@ -42,8 +42,14 @@
 // progress a running batch reports (runner.Spec.OnProgress:
 // status.lastBatch.itemsReported, written at the progress pace, never
 // committed) all arrive on channels or on the inbox and are applied by
-// that goroutine only, so entries need no lock. It does no status I/O and
-// never waits for a probe.
+// that goroutine only, so entries need no lock. It does no status I/O,
+// never waits for a probe, and resolves no items: a goroutine per spool
+// (the resolver, items.go) globs a task's items and stats each one (the
+// input bytes per item), and answers on the inbox; a generation starts,
+// or a task resumes, when the answer for its current spec comes (an edit
+// meanwhile supersedes the request: its answer is dropped), so a pattern
+// over ten thousand files holds up no event. A task whose items are on
+// their way is not settled.
 // The batch adapter (batches.go) keeps its own small mutex-guarded table of
 // what a batch needs (command, items, log path), written by the owner and read
 // by the queue's workers.

@@ -37,6 +37,8 @@ func (c *Controller) handleNote(x any) {
 		c.applyQueueEvent(n)
 	case writeOutcome:
 		c.takeOutcome(n)
+	case itemsResolved:
+		c.takeItems(n)
 	case history.Entry:
 		c.pendingHistory = append(c.pendingHistory, n)
 	case groupNote:

@@ -24,8 +24,8 @@ func (s *tallySpool) WriteStatus(path string, _ *v1alpha1.TaskStatus) error {
 }
 
 // testWriter is a status writer driven by the test's goroutine (no run).
-func testWriter(sp Spool) *statusWriter {
-	return newStatusWriter(sp, writeTiming{progress: 250 * time.Millisecond, phaseDelay: 10 * time.Millisecond}, noMetrics{}, zerolog.Nop(), "")
+func testWriter(t *testing.T, sp Spool) *statusWriter {
+	return newStatusWriter(sp, writeTiming{progress: 250 * time.Millisecond, phaseDelay: 10 * time.Millisecond}, noMetrics{}, zerolog.Nop(), t.TempDir())
 }
 
 // TestWriterWritesWhatIsDueAndLooksAtLittleElse drives the writer's pass
@@ -40,7 +40,7 @@ func testWriter(sp Spool) *statusWriter {
 //     QueuedWriteDelay are not walked at every event.
 func TestWriterWritesWhatIsDueAndLooksAtLittleElse(t *testing.T) {
 	rec := &tallySpool{writes: map[string]int{}}
-	w := testWriter(rec)
+	w := testWriter(t, rec)
 	const queuedDelay = 3 * time.Second
 	var paths []string
 	for i := range 40 {
@@ -140,7 +140,7 @@ func (s *diskFullSpool) WriteStatus(path string, st *v1alpha1.TaskStatus) error 
 // outcome.
 func TestWriterBoundsEachPassAndRetriesFailures(t *testing.T) {
 	rec := &diskFullSpool{tallySpool: tallySpool{writes: map[string]int{}}, fail: map[string]bool{}}
-	w := testWriter(rec)
+	w := testWriter(t, rec)
 	var outcomes []writeOutcome
 	w.report = func(o writeOutcome) { outcomes = append(outcomes, o) }
 	now := time.Now()

@@ -199,9 +199,7 @@ func (c *Controller) applyEdit(e *entry) {
 	case rejectSpec:
 		c.reject(e, e.fileHash, e.status.ObservedGeneration+1, e.parseErr)
 	case startGeneration:
-		if !c.nextGeneration(e, "") {
-			c.specPending(e, editWaits)
-		}
+		c.nextGeneration(e, "")
 	}
 }
 
@@ -211,35 +209,45 @@ func (c *Controller) specPending(e *entry, msg string) {
 	c.markDirty(e, true)
 }
 
-// nextGeneration starts the spec in e.task as generation
-// observedGeneration+1, whole or not at all: the batch adapter learns the
-// new command and items under the new generation only, the queue takes the
-// task in one Replace, and only then does the status change. It returns
-// false, changing nothing, when the queue still runs the current
-// generation. cause, when set, says why a task whose spec did not change
-// runs again (a dependency ran again).
+// nextGeneration makes the spec in e.task the next generation once the
+// resolver has its items (startGeneration); a request for that spec
+// already on its way is not made again. cause, when set, says why a task
+// whose spec did not change runs again (a dependency ran again).
+// REQUIRES: owner goroutine.
+func (c *Controller) nextGeneration(e *entry, cause string) {
+	if r := e.resolving; r != nil && r.use == forGeneration && r.hash == e.fileHash && r.cause == cause {
+		return
+	}
+	c.requestItems(e, forGeneration, cause)
+}
+
+// startGeneration starts the spec in e.task as generation
+// observedGeneration+1 on the items r resolved, whole or not at all: the
+// batch adapter learns the new command and items under the new generation
+// only, the queue takes the task in one Replace, and only then does the
+// status change. It returns false, changing nothing, when the queue still
+// runs the current generation.
 //
 // Committed progress carries over as carriedProgress says; the queue
 // applies that rule to its own account, which may be ahead of the events
 // applied here.
-func (c *Controller) nextGeneration(e *entry, cause string) bool {
+func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bool {
 	t, st := e.task, &e.status
 	gen := st.ObservedGeneration + 1
-	items, err := c.resolveItems(e, t.Spec)
-	if err != nil {
+	if r.err != nil {
 		if e.inQueue && c.queue.Holds(e.name) {
 			return false
 		}
-		c.reject(e, e.fileHash, gen, fmt.Errorf("spec.items: %w", err))
+		c.reject(e, e.fileHash, gen, fmt.Errorf("spec.items: %w", r.err))
 		return true
 	}
-	total := int64(len(items))
+	total := int64(len(r.items))
 	inputs := v1alpha1.InputsHash(t.Spec)
 	seq := st.QueueSeq
 	if seq == 0 {
 		seq = c.host.nextSeq()
 	}
-	ri := runInfoFor(t, e.owner, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	ri := r.ri
 	qt := c.queueTask(e, seq, gen, total)
 	qt.InputBytesPerItem = ri.inputPerItem
 	var carry bool
@@ -326,16 +334,19 @@ func (c *Controller) queueTask(e *entry, seq, gen, total int64) queue.Task {
 }
 
 // resume hands the queue an unfinished task a previous controller left, at
-// the generation its status describes, from its committed progress. A task
-// resumed unchanged is not rewritten.
-func (c *Controller) resume(e *entry) {
+// the generation its status describes, from its committed progress, once
+// the resolver has its items (resumeWith). REQUIRES: owner goroutine.
+func (c *Controller) resume(e *entry) { c.requestItems(e, forResume, "") }
+
+// resumeWith resumes e on the items r resolved. A task resumed unchanged
+// is not rewritten.
+func (c *Controller) resumeWith(e *entry, r itemsResolved) {
 	t, st := e.task, &e.status
-	items, err := c.resolveItems(e, t.Spec)
-	if err != nil {
-		c.reject(e, e.appliedHash, st.ObservedGeneration, fmt.Errorf("spec.items: %w", err))
+	if r.err != nil {
+		c.reject(e, e.appliedHash, st.ObservedGeneration, fmt.Errorf("spec.items: %w", r.err))
 		return
 	}
-	total := int64(len(items))
+	total := int64(len(r.items))
 	before := st.Progress
 	progress, startOver := resumedProgress(st.Progress, v1alpha1.InputsHash(t.Spec), total)
 	if startOver && before.ItemsTotal != 0 {
@@ -350,7 +361,7 @@ func (c *Controller) resume(e *entry) {
 	if st.QueueSeq == 0 {
 		st.QueueSeq = c.host.nextSeq()
 	}
-	ri := runInfoFor(t, e.owner, c.cfg.SpoolDir, c.cfg.StateDir, items)
+	ri := r.ri
 	c.batches.set(e.name, st.ObservedGeneration, ri)
 	c.batches.noteCommitted(e.name, st.ObservedGeneration, st.Progress.ItemsDone)
 	qt := c.queueTask(e, st.QueueSeq, st.ObservedGeneration, total)
@@ -410,6 +421,7 @@ func (c *Controller) enqueueFinished(e *entry) {
 // A Done task rejected by an edit no longer stands for its outputs: its
 // Done dependents run again (and wait on it).
 func (c *Controller) reject(e *entry, hash string, gen int64, err error) {
+	e.resolving = nil // what was asked for this task is moot
 	if e.inQueue {
 		_ = c.queue.Remove(e.name)
 		e.inQueue = false

@@ -24,7 +24,9 @@ func (c *Controller) keepReofferable(e *entry, qt *queue.Task) {
 	if cond == nil || !queue.HardwareRejection(cond.Reason) {
 		return
 	}
-	items, err := c.resolveItems(e, e.task.Spec)
+	// Resolved on the owner goroutine: only a task rejected for the
+	// hardware, at start.
+	items, err := resolveItems(c.cfg.SpoolDir, e.owner, e.task.Spec)
 	if err != nil || int64(len(items)) != st.Progress.ItemsTotal {
 		return
 	}

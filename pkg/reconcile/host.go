@@ -171,6 +171,7 @@ func (h *Host) newController(cfg Config, sp Spool) *Controller {
 		inbox: newInbox(),
 		tasks: newTaskTable(),
 	}
+	c.resolver = &resolver{spoolDir: cfg.SpoolDir, stateDir: cfg.StateDir, requests: newInbox(), answer: func(r itemsResolved) { c.inbox.push(r) }}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
 	c.batches.commitFirst = cfg.CommitBeforeNextBatch
 	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }

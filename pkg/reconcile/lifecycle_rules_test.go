@@ -388,8 +388,20 @@ func TestEditsAreCarriedOutAsTheRulesSay(t *testing.T) {
 	q := newScriptedQueue()
 	c := bareController(t, q)
 	path := c.cfg.SpoolDir + "/a.yaml"
+	// answered gives the controller what the resolver answers, as its
+	// loop would.
+	answered := func() {
+		c.resolver.answerAll()
+		c.applyInbox()
+	}
 	event := func(task *v1alpha1.Task, parseErr error) {
 		c.handleFile(spoolEvent(path, task, parseErr))
+		answered()
+	}
+	queueEvent := func(ev queue.Event) {
+		ev.Time = time.Now()
+		c.applyQueueEvent(ev)
+		answered()
 	}
 	event(fileVersion(t, "a", "echo one", ""), nil)
 	e := c.tasks.named("a")
@@ -398,8 +410,8 @@ func TestEditsAreCarriedOutAsTheRulesSay(t *testing.T) {
 	}
 	// The queue runs it.
 	q.held["a"] = true
-	c.applyQueueEvent(queue.Event{Task: "a", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseReserved, Time: time.Now()})
-	c.applyQueueEvent(queue.Event{Task: "a", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseRunning, Time: time.Now()})
+	queueEvent(queue.Event{Task: "a", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseReserved})
+	queueEvent(queue.Event{Task: "a", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseRunning})
 	event(fileVersion(t, "a", "echo one", "  paused: true\n"), nil)
 	if !q.paused["a"] || len(q.replaced) != 1 {
 		t.Errorf("spec.paused did not apply at once, alone (paused %v, %d handed)", q.paused["a"], len(q.replaced))
@@ -410,7 +422,7 @@ func TestEditsAreCarriedOutAsTheRulesSay(t *testing.T) {
 	}
 	// The generation ends Done: the edit is the next generation now.
 	q.held["a"] = false
-	c.applyQueueEvent(queue.Event{Task: "a", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4, Time: time.Now()})
+	queueEvent(queue.Event{Task: "a", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4})
 	if len(q.replaced) != 2 || q.replaced[1].Generation != 2 || q.replaced[1].ItemsDone != 0 || e.status.ObservedGeneration != 2 {
 		t.Fatalf("after Done: %d handed (%+v), generation %d", len(q.replaced), q.replaced, e.status.ObservedGeneration)
 	}
@@ -424,10 +436,11 @@ func TestEditsAreCarriedOutAsTheRulesSay(t *testing.T) {
 	}
 	// A dependent, Done; then an invalid edit of a Done a rejects a and
 	// re-runs the dependent.
-	c.applyQueueEvent(queue.Event{Task: "a", Generation: 3, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4, Time: time.Now()})
+	queueEvent(queue.Event{Task: "a", Generation: 3, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4})
 	bPath := c.cfg.SpoolDir + "/b.yaml"
 	c.handleFile(spoolEvent(bPath, fileVersion(t, "b", "true", "  dependsOn: [a]\n"), nil))
-	c.applyQueueEvent(queue.Event{Task: "b", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4, Time: time.Now()})
+	answered()
+	queueEvent(queue.Event{Task: "b", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4})
 	handed := len(q.replaced)
 	event(fileVersion(t, "a", "echo four", ""), errors.New("spec.command: invalid"))
 	if e.status.Phase != v1alpha1.PhaseRejected || len(q.removed) != 1 || e.status.ObservedGeneration != 4 {
@@ -445,4 +458,36 @@ func TestEditsAreCarriedOutAsTheRulesSay(t *testing.T) {
 // spoolEvent is the spool's report of a parseable version of path.
 func spoolEvent(path string, task *v1alpha1.Task, parseErr error) spool.Event {
 	return spool.Event{Type: spool.Modified, Path: path, Name: task.Metadata.Name, Task: task, Err: parseErr}
+}
+
+// TestItemsAnsweredForAnOlderVersionAreNotApplied: items are resolved off
+// the owner goroutine; an edit made while the first version's items are
+// on their way supersedes them, so the queue gets one generation, whole:
+// the new spec with its own items, never the old items under the new
+// command or the other way round.
+func TestItemsAnsweredForAnOlderVersionAreNotApplied(t *testing.T) {
+	q := newScriptedQueue()
+	c := bareController(t, q)
+	path := c.cfg.SpoolDir + "/a.yaml"
+	c.handleFile(spoolEvent(path, fileVersion(t, "a", "echo one", ""), nil))
+	two, err := v1alpha1.ParseManifest("a.yaml", []byte(strings.Replace(manifest("a", "echo two", ""), "count: 4", "count: 7", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.handleFile(spoolEvent(path, two, nil))
+	if len(q.replaced) != 0 {
+		t.Fatalf("the queue got a task before its items were resolved: %+v", q.replaced)
+	}
+	if c.settled() {
+		t.Error("settled while items are being resolved")
+	}
+	c.resolver.answerAll()
+	c.applyInbox()
+	if len(q.replaced) != 1 || q.replaced[0].ItemsTotal != 7 || q.replaced[0].Generation != 1 {
+		t.Fatalf("handed %+v, want one generation 1 of 7 items", q.replaced)
+	}
+	ri := c.batches.lookup("a", 1)
+	if ri == nil || len(ri.items) != 7 || !strings.Contains(strings.Join(ri.command, " "), "echo two") {
+		t.Errorf("the batches of generation 1 run %+v", ri)
+	}
 }

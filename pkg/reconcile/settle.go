@@ -25,7 +25,7 @@ func (c *Controller) settled() bool {
 	stuck := map[string]bool{} // settled, by task name
 	var waiting []*entry       // Pending on dependencies still running
 	for _, e := range c.tasks.entries {
-		if e.unwritten() {
+		if e.unwritten() || e.resolving != nil {
 			return false
 		}
 		if v1alpha1.IsTerminal(e.status.Phase) {

@@ -132,7 +132,7 @@ func TestOwnerTakesEventsWhileStatusWritesHang(t *testing.T) {
 // reports each outcome.
 func TestWriterCloseWritesEverythingOnce(t *testing.T) {
 	rec := &diskFullSpool{tallySpool: tallySpool{writes: map[string]int{}}, fail: map[string]bool{"/s/b.yaml": true}}
-	w := testWriter(rec)
+	w := testWriter(t, rec)
 	var mu sync.Mutex
 	outcomes := map[string]error{}
 	w.report = func(o writeOutcome) { mu.Lock(); outcomes[o.path] = o.err; mu.Unlock() }

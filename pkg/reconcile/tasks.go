@@ -27,6 +27,9 @@ type entry struct {
 	// parseErr is the validation error of the file's last version (nil
 	// when valid).
 	parseErr error
+	// resolving is the request for its items on its way to the resolver
+	// (nil: none); its answer carries out what it was asked for.
+	resolving *itemsRequest
 
 	// The status's writes (statuswriter.go). marked says the status
 	// changed since the last hand-off to the writer, urgent that a phase
