@@ -116,8 +116,8 @@ it on the machine of the controller, as the same user or root.`,
 			sortFiles(files, "queue")
 			var running []*v1alpha1.Task
 			for _, f := range files {
-				if f.task != nil && f.task.Status.ProcessGroup != nil && f.task.Status.ProcessGroup.PGID > 0 {
-					running = append(running, f.task)
+				if f.Task != nil && f.Task.Status.ProcessGroup != nil && f.Task.Status.ProcessGroup.PGID > 0 {
+					running = append(running, f.Task)
 				}
 			}
 			if len(running) == 0 {

@@ -164,7 +164,7 @@ func validateInputs(arg string, stdin io.Reader) ([]checked, error) {
 			continue
 		}
 		mf := readManifest(filepath.Join(arg, de.Name()))
-		out = append(out, checked{label: mf.path, dir: arg, task: mf.task, err: mf.err})
+		out = append(out, checked{label: mf.Path, dir: arg, task: mf.Task, err: mf.Err})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no manifests (*.yaml, *.yml) in this directory", arg)
@@ -184,8 +184,8 @@ func manifestNames(dir string) []string {
 		if !spool.IsManifestName(de.Name()) {
 			continue
 		}
-		if mf := readManifest(filepath.Join(dir, de.Name())); mf.task != nil {
-			out = append(out, mf.name())
+		if mf := readManifest(filepath.Join(dir, de.Name())); mf.Task != nil {
+			out = append(out, mf.Name())
 		}
 	}
 	return out

@@ -358,11 +358,6 @@ func (c *Controller) loop(ctx context.Context) error {
 	publish := time.NewTicker(2 * time.Second)
 	defer publish.Stop()
 	c.publishBudgets()
-	// The index is published at once, empty if need be: it tells get that
-	// a controller runs, which then lists the manifests not read yet as
-	// such rather than parse thousands of them itself.
-	c.index.changed = true
-	c.publishIndex(time.Now())
 	defer func() { c.closing = true }()
 	events, spoolErr := c.spool.Events(), c.spoolErr
 	// lost ends the loop when the spool cannot be watched any more (its
@@ -415,9 +410,6 @@ func (c *Controller) loop(ctx context.Context) error {
 		}
 		now := time.Now()
 		next := c.flush(now, false)
-		if wait := c.publishIndex(now); wait > 0 && (next <= 0 || wait < next) {
-			next = wait
-		}
 		if next > 0 {
 			flush.Reset(next)
 		}
@@ -457,8 +449,6 @@ func (c *Controller) finish() Outcome {
 	c.flush(time.Now(), true)
 	c.countPhases(time.Now(), true)
 	c.flushHistory()
-	c.index.closeFile()
-	removeIndex(c.cfg.StateDir)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, estimatesFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))
