@@ -367,15 +367,6 @@ func deletedFile(name string) listing.File {
 	})
 }
 
-func selectName(files []listing.File, name string) []listing.File {
-	for _, f := range files {
-		if f.Name() == name {
-			return []listing.File{f}
-		}
-	}
-	return nil
-}
-
 // render prints l's files as a table (output "" or "wide", through p), as
 // task/NAME lines, or as JSON/YAML objects.
 func render(w io.Writer, p *tablePrinter, l listed, output string, noHeaders, single bool, now time.Time) error {

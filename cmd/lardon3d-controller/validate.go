@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -218,10 +219,10 @@ func runtimeWarnings(t *v1alpha1.Task, dir string) []string {
 	return out
 }
 
-// commandProblem says why the command's program cannot be run, the way the
-// runner looks it up (PATH from spec.env when set there, a relative path
-// with a slash from the working directory); "" when it can, or when it
-// depends on $(VAR) expansion.
+// commandProblem says why the command's program cannot be run, as the
+// runner looks it up (runner.LookPath: PATH from spec.env when set there,
+// a relative path with a slash from the working directory); "" when it
+// can, or when it depends on $(VAR) expansion.
 func commandProblem(spec v1alpha1.TaskSpec, wd string) string {
 	name := spec.Command[0]
 	if strings.Contains(name, "$(") {
@@ -236,34 +237,10 @@ func commandProblem(spec v1alpha1.TaskSpec, wd string) string {
 			path = e.Value
 		}
 	}
-	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(wd, p)
-		}
-		if !isExecutable(p) {
-			return fmt.Sprintf("%q does not exist or is not executable", name)
-		}
-		return ""
+	if _, err := runner.LookPath(name, path, wd); err != nil {
+		return err.Error()
 	}
-	for _, d := range filepath.SplitList(path) {
-		if d == "" {
-			d = "."
-		}
-		p := filepath.Join(d, name)
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(wd, p)
-		}
-		if isExecutable(p) {
-			return ""
-		}
-	}
-	return fmt.Sprintf("%q is not found in PATH", name)
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+	return ""
 }
 
 // problemLines shows an error one problem a line: each entry of an
