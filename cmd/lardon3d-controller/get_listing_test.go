@@ -416,8 +416,10 @@ func BenchmarkGetListing(b *testing.B) {
 	b.Run("served", func(b *testing.B) {
 		spool := newSpool(b)
 		gen(b, "done", spool)
-		startController(b, spool)
+		c := startController(b, spool)
 		stateDir := filepath.Join(spool, ".lardon3d")
+		// Its rows: every manifest read once the spool is listed.
+		eventually(b, 2*time.Minute, "the spool listed", func() bool { return strings.Contains(c.stderr.String(), `"spool listed"`) })
 		eventually(b, 2*time.Minute, "every task listed by the controller", func() bool {
 			files, ok := listing.Ask(stateDir, spool, listing.Query{})
 			if !ok || len(files) != n {
