@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 )
 
 // maxBatchesShown bounds the batches describe lists.
@@ -83,15 +84,15 @@ func currentRuns(runs []batchRun, st v1alpha1.TaskStatus) []batchRun {
 
 // printBatches lists the batches of the task's current work, newest
 // first, at most maxBatchesShown, from its log.
-func printBatches(w io.Writer, f manifestFile) {
-	if f.task == nil || f.task.Status.LogFile == "" {
+func printBatches(w io.Writer, f listing.File) {
+	if f.Task == nil || f.Task.Status.LogFile == "" {
 		return
 	}
-	data, err := readLog(f.task.Status.LogFile)
+	data, err := readLog(f.Task.Status.LogFile)
 	if err != nil {
 		return
 	}
-	runs := currentRuns(parseBatchRuns(data), f.task.Status)
+	runs := currentRuns(parseBatchRuns(data), f.Task.Status)
 	if len(runs) == 0 {
 		return
 	}

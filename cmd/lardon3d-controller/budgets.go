@@ -18,7 +18,6 @@ import (
 )
 
 func newBudgetsCommand(g *globals) *cobra.Command {
-	var stateDir string
 	var output string
 	cmd := &cobra.Command{
 		Use:   "budgets",
@@ -26,12 +25,9 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	loadBudgets := budgetFlags(cmd)
-	cmd.Flags().StringVar(&stateDir, "state-dir", "", "the controller's state directory (default SPOOL/.lardon3d)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: a table)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if stateDir == "" {
-			stateDir = spoolStateDir(g.spool)
-		}
+		stateDir := g.stateDir()
 		w := cmd.OutOrStdout()
 		// A running controller publishes its live view; use it when fresh.
 		if view, at, err := reconcile.ReadBudgets(stateDir); err == nil && time.Since(at) < 10*time.Second {
@@ -57,8 +53,8 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 		var held []string
 		if files, err := readSpool(g.spool); err == nil {
 			for _, f := range files {
-				if f.task != nil && f.task.Status.Reservation != nil && !v1alpha1.IsTerminal(f.task.Status.Phase) {
-					held = append(held, fmt.Sprintf("%s (%s, %s)", f.name(), f.task.Status.Phase, f.task.Status.Reservation.Memory.String()))
+				if f.Task != nil && f.Task.Status.Reservation != nil && !v1alpha1.IsTerminal(f.Task.Status.Phase) {
+					held = append(held, fmt.Sprintf("%s (%s, %s)", f.Name(), f.Task.Status.Phase, f.Task.Status.Reservation.Memory.String()))
 				}
 			}
 		}

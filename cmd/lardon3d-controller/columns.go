@@ -18,27 +18,51 @@ import (
 // blocks then apply (TestAlignColumnsIsTabwriter holds the two to the same
 // output).
 func alignColumns(lines []string, padding int) string {
-	if out, ok := layColumns(lines, padding); ok {
+	if out, _, ok := layColumns(lines, padding, nil); ok {
 		return out
 	}
 	return viaTabwriter(lines, padding)
 }
 
+// tablePrinter lays out the tables of one listing and of the rows printed
+// after it (get -w), as cli-runtime's printers do: each column is padded
+// to the widest cell it has held in anything printed so far, so that later
+// rows line up under the first table's header and a column never gets
+// narrower. A table it cannot lay out itself (see alignColumns) goes
+// through tabwriter, alone.
+type tablePrinter struct {
+	padding int
+	// widths are the widest cell of each column printed so far, in
+	// runes, padding excluded.
+	widths []int
+}
+
+// lay lays out lines (cells separated by tabs, no newline) each followed
+// by a newline, and remembers the widths of their columns.
+func (p *tablePrinter) lay(lines []string) string {
+	if out, widths, ok := layColumns(lines, p.padding, p.widths); ok {
+		p.widths = widths
+		return out
+	}
+	return viaTabwriter(lines, p.padding)
+}
+
 // layColumns is alignColumns for a table of lines with as many cells
-// each and no layout character; ok is false for any other.
-func layColumns(lines []string, padding int) (out string, ok bool) {
+// each and no layout character, each column at least as wide as least
+// says (in runes, padding excluded; least may be shorter than a line's
+// cells, or nil); it returns the widths it used. ok is false for any
+// other table.
+func layColumns(lines []string, padding int, least []int) (out string, widths []int, ok bool) {
 	if len(lines) == 0 {
-		return "", true
+		return "", least, true
 	}
 	cells := strings.Count(lines[0], "\t")
-	var widths []int
-	if cells > 0 {
-		widths = make([]int, cells)
-	}
+	widths = make([]int, max(cells, len(least)))
+	copy(widths, least)
 	size := 0 // of the output: each aligned cell's bytes, its tab turned into its padding
 	for _, line := range lines {
 		if !plainLine(line) || strings.Count(line, "\t") != cells {
-			return "", false
+			return "", nil, false
 		}
 		size += len(line) + 1 - cells // its newline in, its tabs out
 		for c, rest := 0, line; c < cells; c++ {
@@ -49,9 +73,8 @@ func layColumns(lines []string, padding int) (out string, ok bool) {
 			rest = rest[tab+1:]
 		}
 	}
-	for c := range widths {
-		widths[c] += padding
-		size += len(lines) * widths[c]
+	for c := range cells {
+		size += len(lines) * (widths[c] + padding)
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -60,7 +83,7 @@ func layColumns(lines []string, padding int) (out string, ok bool) {
 		for c := range cells {
 			tab := strings.IndexByte(rest, '\t')
 			b.WriteString(rest[:tab])
-			for pad := widths[c] - utf8.RuneCountInString(rest[:tab]); pad > 0; pad-- {
+			for pad := widths[c] + padding - utf8.RuneCountInString(rest[:tab]); pad > 0; pad-- {
 				b.WriteByte(' ')
 			}
 			rest = rest[tab+1:]
@@ -68,7 +91,7 @@ func layColumns(lines []string, padding int) (out string, ok bool) {
 		b.WriteString(rest)
 		b.WriteByte('\n')
 	}
-	return b.String(), true
+	return b.String(), widths, true
 }
 
 // plainLine reports whether line is cells and tabs alone: no newline,

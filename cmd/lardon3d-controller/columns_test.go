@@ -53,7 +53,7 @@ func TestAlignColumnsIsTabwriter(t *testing.T) {
 			if got := alignColumns(lines, padding); got != tw.String() {
 				t.Fatalf("seed %d round %d, padding %d, lines %q:\ngot  %q\nwant %q", seed, round, padding, lines, got, tw.String())
 			}
-			if _, own := layColumns(lines, padding); !ragged && !layout && !own {
+			if _, _, own := layColumns(lines, padding, nil); !ragged && !layout && !own {
 				// A plain table of even lines is laid out without tabwriter.
 				t.Fatalf("seed %d round %d: lines %q not laid out by layColumns", seed, round, lines)
 			}

@@ -52,17 +52,11 @@ func completeTaskNames(g *globals, max int) cobra.CompletionFunc {
 		}
 		var out []cobra.Completion
 		for _, f := range files {
-			n := f.name()
+			n := f.Name()
 			if given[n] || !strings.HasPrefix(n, toComplete) {
 				continue
 			}
-			desc := "Invalid"
-			if f.task != nil && f.task.Status.Phase != "" {
-				desc = string(f.task.Status.Phase)
-			} else if f.task != nil && f.err == nil {
-				desc = "new"
-			}
-			out = append(out, cobra.CompletionWithDesc(n, desc))
+			out = append(out, cobra.CompletionWithDesc(n, f.Phase()))
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}

@@ -14,10 +14,10 @@ func TestCompletionOffersTaskNamesAndOutputFormats(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"describe", "f"}, "features\tnew\nfetch\tnew\n:4\n"},
+		{[]string{"describe", "f"}, "features\tNew\nfetch\tNew\n:4\n"},
 		{[]string{"describe", "mesh", ""}, ":4\n"},                          // one name only
-		{[]string{"delete", "mesh", ""}, "features\tnew\nfetch\tnew\n:4\n"}, // not twice
-		{[]string{"retry", "task/features", "fe"}, "fetch\tnew\n:4\n"},
+		{[]string{"delete", "mesh", ""}, "features\tNew\nfetch\tNew\n:4\n"}, // not twice
+		{[]string{"retry", "task/features", "fe"}, "fetch\tNew\n:4\n"},
 		{[]string{"get", "-o", ""}, "wide\nname\njson\nyaml\n:4\n"},
 		{[]string{"budgets", "-o", ""}, "json\nyaml\n:4\n"},
 	} {

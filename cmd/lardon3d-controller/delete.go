@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 )
 
 func newDeleteCommand(g *globals) *cobra.Command {
@@ -22,7 +24,7 @@ func newDeleteCommand(g *globals) *cobra.Command {
 				if err := removeManifest(g.spool, f); err != nil {
 					return &exitError{code: 1, err: err}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "task %s deleted (%s)\n", cell(f.name()), cell(filepath.Base(f.path)))
+				fmt.Fprintf(cmd.OutOrStdout(), "task %s deleted (%s)\n", cell(f.Name()), cell(filepath.Base(f.Path)))
 			}
 			return nil
 		},
@@ -32,12 +34,12 @@ func newDeleteCommand(g *globals) *cobra.Command {
 // deletionTargets finds the manifests of every name, all or none: one
 // unknown name and nothing is deleted. A name given twice is deleted once;
 // a name that several files claim (a duplicate) goes with all of them.
-func deletionTargets(dir string, names []string) ([]manifestFile, error) {
+func deletionTargets(dir string, names []string) ([]listing.File, error) {
 	files, err := readSpool(dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []manifestFile
+	var out []listing.File
 	seen := map[string]bool{}
 	for _, arg := range names {
 		name := taskArg(arg)
@@ -45,9 +47,9 @@ func deletionTargets(dir string, names []string) ([]manifestFile, error) {
 			continue
 		}
 		seen[name] = true
-		var named []manifestFile
+		var named []listing.File
 		for _, f := range files {
-			if f.name() == name {
+			if f.Name() == name {
 				named = append(named, f)
 			}
 		}
@@ -62,10 +64,10 @@ func deletionTargets(dir string, names []string) ([]manifestFile, error) {
 // removeManifest removes f's name from the spool directory. The file was
 // found by readSpool, through the spool's checked read path; what goes is
 // the directory entry only, never what a symlink points to.
-func removeManifest(dir string, f manifestFile) error {
-	path := filepath.Join(dir, filepath.Base(f.path))
+func removeManifest(dir string, f listing.File) error {
+	path := filepath.Join(dir, filepath.Base(f.Path))
 	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("delete %s: %w", f.name(), err)
+		return fmt.Errorf("delete %s: %w", f.Name(), err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
@@ -24,10 +25,11 @@ func newDescribeCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
+			stateDir := g.stateDir()
 			var learned *reconcile.ProfileEstimate
-			if f.task != nil {
-				if est, err := reconcile.ReadEstimates(spoolStateDir(g.spool), defaultHistoryPath()); err == nil {
-					profile := reconcile.ProfileOf(&f.task.Spec)
+			if f.Task != nil {
+				if est, err := reconcile.ReadEstimates(stateDir, defaultHistoryPath()); err == nil {
+					profile := reconcile.ProfileOf(&f.Task.Spec)
 					for i := range est {
 						if est[i].Profile == profile {
 							learned = &est[i]
@@ -41,8 +43,8 @@ func newDescribeCommand(g *globals) *cobra.Command {
 			fmt.Fprint(cmd.OutOrStdout(), safeText(batches.String()))
 			// A status the controller cannot write is not in the file: it
 			// publishes the failure in its state directory.
-			if errs, err := reconcile.ReadWriteErrors(spoolStateDir(g.spool)); err == nil {
-				if we, ok := errs[f.name()]; ok {
+			if errs, err := reconcile.ReadWriteErrors(stateDir); err == nil {
+				if we, ok := errs[f.Name()]; ok {
 					fmt.Fprintf(cmd.OutOrStdout(), "Status write:  failing since %s (%d attempts, retrying): %s\n",
 						we.Since.Format(time.RFC3339), we.Attempts, we.Error)
 				}
@@ -54,7 +56,7 @@ func newDescribeCommand(g *globals) *cobra.Command {
 
 // describe prints a task's story. Every value from the file (or its
 // name) is escaped (cell), and the whole text again (safeText).
-func describe(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
+func describe(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
 	var buf strings.Builder
 	describeTo(&buf, f, learned, controller, now)
 	fmt.Fprint(w, safeText(buf.String()))
@@ -62,20 +64,20 @@ func describe(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, c
 
 // describeTo writes what describe shows; controller says which controller
 // serves the spool, or that none does ("": not said).
-func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
+func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "Name:\t%s\n", cell(f.name()))
-	fmt.Fprintf(tw, "File:\t%s\n", cell(f.path))
-	if f.unparseable() {
+	fmt.Fprintf(tw, "Name:\t%s\n", cell(f.Name()))
+	fmt.Fprintf(tw, "File:\t%s\n", cell(f.Path))
+	if f.Unparseable() {
 		fmt.Fprintf(tw, "Phase:\tInvalid (the file is not parseable YAML or cannot be read, and is never rewritten)\n")
-		fmt.Fprintf(tw, "Error:\t%s\n", cell(fmt.Sprint(f.err)))
+		fmt.Fprintf(tw, "Error:\t%s\n", cell(fmt.Sprint(f.Err)))
 		return
 	}
-	t := f.task
+	t := f.Task
 	sp, st := t.Spec, t.Status
-	if f.err != nil {
-		lines := strings.Split(f.err.Error(), "\n")
+	if f.Err != nil {
+		lines := strings.Split(f.Err.Error(), "\n")
 		for i := range lines {
 			lines[i] = cell(lines[i])
 		}
@@ -84,7 +86,7 @@ func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate,
 		}
 		fmt.Fprintf(tw, "Errors:\t%s\n", strings.Join(lines, "\n\t"))
 	}
-	if st.Phase != "" || f.err == nil {
+	if st.Phase != "" || f.Err == nil {
 		fmt.Fprintf(tw, "Phase:\t%s\n", cell(orDash(string(st.Phase))))
 	}
 	if st.ObservedGeneration == 0 && st.Phase == "" {
@@ -116,12 +118,12 @@ func describeTo(w io.Writer, f manifestFile, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "Paused:\ttrue\n")
 	}
 	fmt.Fprintf(tw, "Progress:\t%d/%d items, %d batches\n", st.Progress.ItemsDone, st.Progress.ItemsTotal, st.Progress.BatchesDone)
-	reported, size, ran, running := runningReport(f.row, now)
+	reported, size, ran, running := runningReport(f.Row, now)
 	if running {
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
 			reported, size, ran.Round(time.Second))
 	}
-	if d, ok := taskETA(f.row, learned, now); ok {
+	if d, ok := taskETA(f.Row, learned, now); ok {
 		left := st.Progress.ItemsTotal - st.Progress.ItemsDone
 		// What taskETA priced the items with.
 		paced := running && reported > 0

@@ -14,19 +14,15 @@ import (
 )
 
 func newEstimatesCommand(g *globals) *cobra.Command {
-	var stateDir, output string
+	var output string
 	cmd := &cobra.Command{
 		Use:   "estimates [PROFILE]",
 		Short: "List every profile's learned costs, sample count and a suggested resources block",
 		Args:  cobra.MaximumNArgs(1),
 	}
-	cmd.Flags().StringVar(&stateDir, "state-dir", "", "the controller's state directory (default SPOOL/.lardon3d)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if stateDir == "" {
-			stateDir = spoolStateDir(g.spool)
-		}
-		est, err := reconcile.ReadEstimates(stateDir, defaultHistoryPath())
+		est, err := reconcile.ReadEstimates(g.stateDir(), defaultHistoryPath())
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
@@ -16,7 +17,7 @@ func eta(left int64, e *reconcile.ProfileEstimate) time.Duration {
 // runningReport is what the batch in flight has reported of its items
 // (LARDON3D_PROGRESS), with how long it has run; ok is false when it
 // reported nothing.
-func runningReport(r *reconcile.ListRow, now time.Time) (reported, size int64, ran time.Duration, ok bool) {
+func runningReport(r *listing.Row, now time.Time) (reported, size int64, ran time.Duration, ok bool) {
 	lb := r.LastBatch
 	if r.Phase != v1alpha1.PhaseRunning && r.Phase != v1alpha1.PhasePaused {
 		return 0, 0, 0, false
@@ -32,7 +33,7 @@ func runningReport(r *reconcile.ListRow, now time.Time) (reported, size int64, r
 // reports progress, its own pace prices the rest of that batch, and the
 // items after it when the profile has no time yet (an hours-long first
 // batch is not "unknown" for hours). ok is false when nothing is known.
-func taskETA(r *reconcile.ListRow, learned *reconcile.ProfileEstimate, now time.Time) (time.Duration, bool) {
+func taskETA(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) (time.Duration, bool) {
 	if v1alpha1.IsTerminal(r.Phase) {
 		return 0, false
 	}

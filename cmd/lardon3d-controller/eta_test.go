@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
@@ -17,12 +18,12 @@ func TestETAFromTheProfilesTimePerItem(t *testing.T) {
 	if got, want := eta(60, learned), 125*time.Second; got != want {
 		t.Fatalf("eta of 60 items at 2s + 5s: %v, want %v", got, want)
 	}
-	row := reconcile.RowOf(tk)
+	row := *taskFile("", tk).Row
 	if cols := wideColumns(&row, learned, time.Now()); !strings.Contains(cols, "\t2m5s\t") {
 		t.Errorf("wide columns %q: want the ETA 2m5s", cols)
 	}
 	tk.Status.Phase = v1alpha1.PhaseDone
-	row = reconcile.RowOf(tk)
+	row = *taskFile("", tk).Row
 	if cols := wideColumns(&row, learned, time.Now()); !strings.Contains(cols, "\t-\t-") {
 		t.Errorf("a Done task has an ETA: %q", cols)
 	}
@@ -31,10 +32,9 @@ func TestETAFromTheProfilesTimePerItem(t *testing.T) {
 	}
 }
 
-// rowOf is the ListRow of a task called t with status st.
-func rowOf(st v1alpha1.TaskStatus) *reconcile.ListRow {
-	r := reconcile.RowOf(&v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st})
-	return &r
+// rowOf is the Row of a task called t with status st.
+func rowOf(st v1alpha1.TaskStatus) *listing.Row {
+	return taskFile("", &v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st}).Row
 }
 
 // TestETAFromTheRunningBatchsReports: a first batch with no history yet is
@@ -58,13 +58,13 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 	if d, ok := taskETA(rowOf(st), learned, now); !ok || d != 505*time.Second {
 		t.Fatalf("ETA with a profile: %v %v, want 8m25s", d, ok)
 	}
-	if row := tableRow(rowOf(st), now); !strings.Contains(row, "0/100 +10") {
-		t.Errorf("row %q: want the reported items beside the committed ones", row)
+	if row, _, _, _ := statusCells(rowOf(st), now); !strings.Contains(row, "0/100 +10") {
+		t.Errorf("progress %q: want the reported items beside the committed ones", row)
 	}
 	// A task back to Pending (its controller died mid-batch) has no batch
 	// in flight, whatever its status still says.
 	st.Phase = v1alpha1.PhasePending
-	if row := tableRow(rowOf(st), now); strings.Contains(row, "+10") {
+	if row, _, _, _ := statusCells(rowOf(st), now); strings.Contains(row, "+10") {
 		t.Errorf("row %q: a pending task shows a report", row)
 	}
 	st.Phase = v1alpha1.PhaseRunning
@@ -74,7 +74,7 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 	if _, ok := taskETA(rowOf(st), nil, now); ok {
 		t.Errorf("an ended batch's report still gives an ETA")
 	}
-	if row := tableRow(rowOf(st), now); strings.Contains(row, "+10") {
+	if row, _, _, _ := statusCells(rowOf(st), now); strings.Contains(row, "+10") {
 		t.Errorf("row %q: an ended batch's report is shown", row)
 	}
 }

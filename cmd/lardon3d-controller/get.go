@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 	"github.com/lardon3d/lardon3d-controller/pkg/registry"
 )
@@ -61,27 +62,26 @@ func newGetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			if indexedOutput(o) && listedByController(g.spool, args, o, cmd.OutOrStdout()) {
-				return nil
-			}
 			lessGC()
-			list := func() ([]manifestFile, error) { return listTasks(g.spool, nil, args, sel, o) }
-			files, err := list()
+			stateDir := g.stateDir()
+			list := func() (listed, error) { return listTasks(g.spool, stateDir, args, sel, o) }
+			l, err := list()
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			out, err := showFiles(files, o, len(args) == 1, time.Now())
+			p := &tablePrinter{padding: 3}
+			out, err := showFiles(p, l, o, len(args) == 1, time.Now())
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
 			_, _ = io.WriteString(cmd.OutOrStdout(), out) // fmt would copy it whole first
-			if o.output == "" || o.output == "wide" {
-				warnUnserved(cmd.ErrOrStderr(), g.spool, files)
+			if !l.served && (o.output == "" || o.output == "wide") {
+				warnUnserved(cmd.ErrOrStderr(), g.spool, l.files)
 			}
 			if !o.watch {
 				return nil
 			}
-			return followSpool(cmd, g.spool, files, list, o)
+			return followSpool(cmd, g.spool, l, list, o, p)
 		},
 	}
 	f := cmd.Flags()
@@ -93,52 +93,70 @@ func newGetCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// listTasks lists the spool's tasks (or the one named in args) that o
-// selects, in o's order; a listing from the index takes the rows from rows
-// (nil: the list index file, readSpoolListed).
-func listTasks(dir string, rows listRows, args []string, sel labels.Selector, o *getOptions) ([]manifestFile, error) {
-	var files []manifestFile
-	var err error
-	if indexedOutput(o) {
-		// New manifests may be listed by file name where their spec is
-		// not shown and selects nothing.
-		files, err = readSpoolListed(dir, rows, len(args) == 0 && sel.Empty() && o.output != "wide")
-	} else {
-		files, err = readSpool(dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(args) == 1 {
-		name := taskArg(args[0])
-		one := selectName(files, name)
-		if len(one) == 0 {
-			return nil, unknownTaskError(dir, name, files)
-		}
-		files = one
-	}
-	files = selectLabels(files, sel)
-	sortFiles(files, o.sortBy)
-	if o.output == "wide" {
-		if est, err := reconcile.ReadEstimates(spoolStateDir(dir), defaultHistoryPath()); err == nil && len(est) > 0 {
-			byProfile := make(map[string]*reconcile.ProfileEstimate, len(est))
-			for i := range est {
-				byProfile[est[i].Profile] = &est[i]
-			}
-			for i := range files {
-				if r := files[i].row; r != nil {
-					files[i].learned = byProfile[r.Profile]
-				}
-			}
-		}
-	}
-	return files, nil
+// listed is a listing: its files, in order, and what -o wide reads beside
+// their rows.
+type listed struct {
+	files []listing.File
+	// learned are the history's estimates by profile (-o wide's ETA).
+	learned map[string]*reconcile.ProfileEstimate
+	// served: the controller running on the spool listed the files.
+	served bool
 }
 
-// showFiles renders files the way o asks, escaped for a terminal.
-func showFiles(files []manifestFile, o *getOptions, single bool, now time.Time) (string, error) {
+// servedOutput reports whether get's output o is made from rows alone
+// (the table, wide or not, and names), so that the running controller
+// may list them.
+func servedOutput(o *getOptions) bool {
+	return !o.watch && (o.output == "" || o.output == "wide" || o.output == "name")
+}
+
+// listTasks lists the spool's tasks (or the one named in args) that o
+// selects, in o's order: listed by the controller running on the spool,
+// whose state directory is stateDir, when o is made from rows and it
+// answers (listing.Ask), else read from the files (listing.Spool.Read).
+func listTasks(dir, stateDir string, args []string, sel labels.Selector, o *getOptions) (listed, error) {
+	var l listed
+	if servedOutput(o) {
+		// New manifests may be listed by file name where their spec is
+		// not shown and selects nothing.
+		q := listing.Query{Selector: o.selector, ByName: len(args) == 0 && sel.Empty() && o.output != "wide"}
+		if len(args) == 1 {
+			q.Name = taskArg(args[0])
+		}
+		l.files, l.served = listing.Ask(stateDir, dir, q)
+	}
+	if !l.served {
+		files, err := readSpool(dir)
+		if err != nil {
+			return listed{}, err
+		}
+		if len(args) == 1 {
+			name := taskArg(args[0])
+			one := listing.SelectName(files, name)
+			if len(one) == 0 {
+				return listed{}, unknownTaskError(dir, name, files)
+			}
+			files = one
+		}
+		l.files = listing.SelectLabels(files, sel)
+	}
+	sortFiles(l.files, o.sortBy)
+	if o.output == "wide" {
+		if est, err := reconcile.ReadEstimates(stateDir, defaultHistoryPath()); err == nil && len(est) > 0 {
+			l.learned = make(map[string]*reconcile.ProfileEstimate, len(est))
+			for i := range est {
+				l.learned[est[i].Profile] = &est[i]
+			}
+		}
+	}
+	return l, nil
+}
+
+// showFiles renders l the way o asks, escaped for a terminal; a table
+// through p.
+func showFiles(p *tablePrinter, l listed, o *getOptions, single bool, now time.Time) (string, error) {
 	var b strings.Builder
-	if err := render(&b, files, o.output, o.noHeaders, single, now); err != nil {
+	if err := render(&b, p, l, o.output, o.noHeaders, single, now); err != nil {
 		return "", err
 	}
 	if o.output == "json" {
@@ -147,30 +165,11 @@ func showFiles(files []manifestFile, o *getOptions, single bool, now time.Time) 
 	return safeText(b.String()), nil
 }
 
-// selectLabels keeps the files whose task's labels match sel (a file that
-// is not parseable has no labels).
-func selectLabels(files []manifestFile, sel labels.Selector) []manifestFile {
-	if sel.Empty() {
-		return files
-	}
-	var out []manifestFile
-	for _, f := range files {
-		var set labels.Set
-		if f.row != nil {
-			set = f.row.Labels
-		}
-		if sel.Matches(set) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // sortFiles orders files by the --sort-by key, ties in queue order, then
 // by name and path: one total order, whatever order files come in. The
 // keys are computed once per file (ten thousand files: some 140,000
 // comparisons).
-func sortFiles(files []manifestFile, by string) {
+func sortFiles(files []listing.File, by string) {
 	type keys struct {
 		primary string // name or phase (by "name", "phase")
 		start   *int64 // by "age" (Unix seconds); nil: never started
@@ -180,7 +179,7 @@ func sortFiles(files []manifestFile, by string) {
 	}
 	ks := make([]keys, len(files))
 	for i, f := range files {
-		k := keys{seq: queueSeq(f), name: f.name(), i: i}
+		k := keys{seq: queueSeq(f), name: f.Name(), i: i}
 		if k.seq == 0 {
 			k.seq = math.MaxInt64 // never queued: last
 		}
@@ -188,10 +187,10 @@ func sortFiles(files []manifestFile, by string) {
 		case "name":
 			k.primary = k.name
 		case "phase":
-			k.primary = phaseName(f)
+			k.primary = f.Phase()
 		case "age":
-			if f.row != nil {
-				k.start = f.row.Start
+			if f.Row != nil {
+				k.start = f.Row.Start
 			}
 		}
 		ks[i] = k
@@ -215,7 +214,7 @@ func sortFiles(files []manifestFile, by string) {
 		if c := strings.Compare(a.name, b.name); c != 0 {
 			return c
 		}
-		return strings.Compare(files[a.i].path, files[b.i].path)
+		return strings.Compare(files[a.i].Path, files[b.i].Path)
 	})
 	// files[j] takes files[ks[j].i], in place: each cycle of the
 	// permutation is followed once (ks[j].i = -1 when j is placed).
@@ -235,11 +234,11 @@ func sortFiles(files []manifestFile, by string) {
 }
 
 // queueSeq is f's position in the queue; 0 when it was never queued.
-func queueSeq(f manifestFile) int64 {
-	if f.row == nil {
+func queueSeq(f listing.File) int64 {
+	if f.Row == nil {
 		return 0
 	}
-	return f.row.Seq
+	return f.Row.Seq
 }
 
 // watchSettle is how long get -w lets a burst of file events settle
@@ -250,8 +249,9 @@ const watchSettle = 150 * time.Millisecond
 // followSpool prints, whenever the spool changes, only what changed, as
 // kubectl get -w does: the row (or name, or object) of each task whose
 // status or spec changed, a row with phase Deleted for a task gone, and
-// nothing for time passing. It runs until the command's context ends.
-func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func() ([]manifestFile, error), o *getOptions) error {
+// nothing for time passing; a row through p, which printed the first
+// table. It runs until the command's context ends.
+func followSpool(cmd *cobra.Command, dir string, first listed, list func() (listed, error), o *getOptions, p *tablePrinter) error {
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -265,12 +265,8 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
-	seen := watchKeys(last)
+	seen := watchKeys(first.files)
 	suspect := map[string]string{} // unparseable versions seen once
-	shown := map[string]manifestFile{}
-	for _, f := range last {
-		shown[f.name()] = f
-	}
 	for {
 		select {
 		case <-cmd.Context().Done():
@@ -286,20 +282,21 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 		case <-tick.C:
 		case <-settle.C:
 		}
-		files, err := list()
+		l, err := list()
 		if err != nil {
 			continue
 		}
+		files := l.files
 		keys := watchKeys(files)
-		var changed []manifestFile
+		var changed []listing.File
 		for _, f := range files {
-			n := f.name()
+			n := f.Name()
 			k := keys[n]
 			if seen[n] == k {
 				delete(suspect, n)
 				continue
 			}
-			if f.unparseable() && suspect[n] != k {
+			if f.Unparseable() && suspect[n] != k {
 				// Maybe half-written: shown only if still so next time.
 				suspect[n] = k
 				keys[n] = seen[n]
@@ -323,96 +320,63 @@ func followSpool(cmd *cobra.Command, dir string, last []manifestFile, list func(
 		if len(changed) == 0 {
 			continue
 		}
-		out, err := changedRows(files, changed, shown, o)
+		l.files = changed
+		out, err := changedRows(p, l, o)
 		if err != nil {
 			return err
 		}
 		fmt.Fprint(cmd.OutOrStdout(), out)
-		for _, f := range changed {
-			shown[f.name()] = f
-		}
 	}
 }
 
-// changedRows renders the changed tasks. A table's rows are cut from a
-// table of every task and of every row printed before (shown), so that
-// columns never get narrower than what was printed above them.
-func changedRows(files, changed []manifestFile, shown map[string]manifestFile, o *getOptions) (string, error) {
-	now := time.Now()
+// changedRows renders the changed tasks: a table's rows without its
+// header, through p, which keeps every column as wide as it was printed
+// above them.
+func changedRows(p *tablePrinter, changed listed, o *getOptions) (string, error) {
 	if o.output != "" && o.output != "wide" {
-		return showFiles(changed, o, true, now)
+		return showFiles(p, changed, o, true, time.Now())
 	}
-	all := append(slices.Clone(changed), files...) // changed first: theirs are the rows printed
-	for _, f := range shown {
-		all = append(all, f)
-	}
-	// The header counts in the widths, as it did in the first table.
-	table, err := showFiles(all, o, false, now)
-	if err != nil {
-		return "", err
-	}
-	lines := strings.SplitAfter(table, "\n")
-	if !o.noHeaders && len(lines) > 0 {
-		lines = lines[1:]
-	}
-	want := map[string]bool{}
-	for _, f := range changed {
-		want[f.name()] = true
-	}
-	var b strings.Builder
-	for i, f := range all {
-		if i < len(lines) && want[f.name()] {
-			b.WriteString(lines[i])
-			delete(want, f.name())
-		}
-	}
-	return b.String(), nil
+	noHeaders := *o
+	noHeaders.noHeaders = true
+	return showFiles(p, changed, &noHeaders, false, time.Now())
 }
 
 // watchKeys maps each task name to what get -w compares: the task as JSON
 // (spec and status), or the file's error; never the time.
-func watchKeys(files []manifestFile) map[string]string {
+func watchKeys(files []listing.File) map[string]string {
 	out := make(map[string]string, len(files))
 	for _, f := range files {
 		k := ""
-		if f.task != nil {
-			data, _ := json.Marshal(f.task)
+		if f.Task != nil {
+			data, _ := json.Marshal(f.Task)
 			k = string(data)
 		}
-		if f.err != nil {
-			k += "\x00" + f.err.Error()
+		if f.Err != nil {
+			k += "\x00" + f.Err.Error()
 		}
-		out[f.name()] = k
+		out[f.Name()] = k
 	}
 	return out
 }
 
 // deletedFile stands for a task whose manifest is gone, shown once by get -w.
-func deletedFile(name string) manifestFile {
+func deletedFile(name string) listing.File {
 	return taskFile(name+".yaml", &v1alpha1.Task{
 		Metadata: v1alpha1.ObjectMeta{Name: name},
-		Status:   v1alpha1.TaskStatus{Phase: "Deleted"},
+		Status:   v1alpha1.TaskStatus{Phase: listing.PhaseDeleted},
 	})
 }
 
-func selectName(files []manifestFile, name string) []manifestFile {
-	for _, f := range files {
-		if f.name() == name {
-			return []manifestFile{f}
-		}
-	}
-	return nil
-}
-
-// render prints files as a table (output "" or "wide"), as task/NAME
-// lines, or as JSON/YAML objects.
-func render(w io.Writer, files []manifestFile, output string, noHeaders, single bool, now time.Time) error {
+// render prints l's files as a table (output "" or "wide", through p), as
+// task/NAME lines, or as JSON/YAML objects.
+func render(w io.Writer, p *tablePrinter, l listed, output string, noHeaders, single bool, now time.Time) error {
+	files := l.files
 	switch output {
 	case "json", "yaml":
 		return renderObjects(w, files, output, single)
 	case "name":
 		for _, f := range files {
-			fmt.Fprintf(w, "task/%s\n", cell(f.name()))
+			fmt.Fprintf(w, "task/%s\n", cell(f.Name()))
 		}
 		return nil
 	}
@@ -427,43 +391,39 @@ func render(w io.Writer, files []manifestFile, output string, noHeaders, single 
 	}
 	// The rows are made on every CPU (ten thousand of them), then aligned.
 	rows := lines[len(lines) : len(lines)+len(files)]
-	onEveryCPU(len(files), func(i int) { rows[i] = fileRow(files[i], wide, now) })
-	_, err := io.WriteString(w, alignColumns(lines[:len(lines)+len(files)], 3))
+	listing.OnEveryCPU(len(files), func(i int) { rows[i] = fileRow(files[i], wide, l.learned, now) })
+	_, err := io.WriteString(w, p.lay(lines[:len(lines)+len(files)]))
 	return err
 }
 
 // fileRow is f's line of the table (its cells tab-separated, without its
-// newline), with the -o wide columns when wide.
-func fileRow(f manifestFile, wide bool, now time.Time) string {
-	const noWide = "\t-\t-\t-\t-\t-"
-	var row string
-	switch {
-	case f.notRead:
-		row = cell(f.name()) + "\tNew\t-\t-\t-\t-\tNotRead"
+// newline), with the -o wide columns when wide (learned: the estimates by
+// profile). The phase and reason are the listing's (File.Phase,
+// File.Reason); a file listed by name alone, or invalid, shows nothing
+// else.
+func fileRow(f listing.File, wide bool, learned map[string]*reconcile.ProfileEstimate, now time.Time) string {
+	progress, batch, memory, age := "-", "-", "-", "-"
+	wideCells := "\t-\t-\t-\t-\t-"
+	if !f.NotRead && !f.Invalid() {
+		progress, batch, memory, age = statusCells(f.Row, now)
 		if wide {
-			row += noWide
+			wideCells = "\t" + wideColumns(f.Row, learned[f.Row.Profile], now)
 		}
-	case f.invalid():
-		row = cell(f.name()) + "\tInvalid\t-\t-\t-\t-\t" + cell(oneLine(f.err))
-		if wide {
-			row += noWide
-		}
-	default:
-		row = tableRow(f.row, now)
-		if wide {
-			row += "\t" + wideColumns(f.row, f.learned, now)
-		}
+	}
+	row := cell(f.Name()) + "\t" + cell(f.Phase()) + "\t" + progress + "\t" + batch + "\t" + memory + "\t" + age + "\t" + cell(f.Reason())
+	if wide {
+		row += wideCells
 	}
 	return row
 }
 
 // renderObjects prints the parseable tasks of files as JSON or YAML: a
 // list, or the one task of `get NAME`.
-func renderObjects(w io.Writer, files []manifestFile, output string, single bool) error {
+func renderObjects(w io.Writer, files []listing.File, output string, single bool) error {
 	tasks := []*v1alpha1.Task{}
 	for _, f := range files {
-		if f.task != nil {
-			tasks = append(tasks, f.task)
+		if f.Task != nil {
+			tasks = append(tasks, f.Task)
 		}
 	}
 	var obj any = map[string]any{"items": tasks}
@@ -490,7 +450,7 @@ func renderObjects(w io.Writer, files []manifestFile, output string, single bool
 // generation, the queue position, the ETA (taskETA: the profile's time per
 // item and the running batch's reported pace, for a task not ended) and
 // the labels.
-func wideColumns(r *reconcile.ListRow, learned *reconcile.ProfileEstimate, now time.Time) string {
+func wideColumns(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) string {
 	threads, gen, queue, etaCol := "-", "-", "-", "-"
 	if d, ok := taskETA(r, learned, now); ok {
 		etaCol = duration.HumanDuration(d)
@@ -513,23 +473,19 @@ func wideColumns(r *reconcile.ListRow, learned *reconcile.ProfileEstimate, now t
 
 // printTable prints the final table of a run.
 func printTable(w io.Writer, tasks []*v1alpha1.Task, now time.Time) {
-	files := make([]manifestFile, 0, len(tasks))
+	files := make([]listing.File, 0, len(tasks))
 	for _, t := range tasks {
 		files = append(files, taskFile("", t))
 	}
 	var b strings.Builder
-	_ = render(&b, files, "", false, false, now)
+	_ = render(&b, &tablePrinter{padding: 3}, listed{files: files}, "", false, false, now)
 	fmt.Fprint(w, safeText(b.String()))
 }
 
-// tableRow is r's line of the table (its cells tab-separated, no newline).
-func tableRow(r *reconcile.ListRow, now time.Time) string {
-	phase := string(r.Phase)
-	if phase == "" {
-		phase = "New"
-	}
+// statusCells are the PROGRESS, BATCH, MEMORY and AGE cells of r.
+func statusCells(r *listing.Row, now time.Time) (progress, batch, memory, age string) {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
-	progress := "-"
+	progress, batch, memory, age = "-", "-", "-", "-"
 	if r.Total > 0 {
 		progress = itoa(r.Done) + "/" + itoa(r.Total)
 		if reported, _, _, ok := runningReport(r, now); ok && reported > 0 {
@@ -537,7 +493,6 @@ func tableRow(r *reconcile.ListRow, now time.Time) string {
 			progress += " +" + itoa(reported)
 		}
 	}
-	batch, memory := "-", "-"
 	if c := r.Reservation; c != nil {
 		batch = itoa(c.Batch) + "/" + itoa(c.BatchRequested)
 		memory = humanBytes(c.Memory)
@@ -547,31 +502,19 @@ func tableRow(r *reconcile.ListRow, now time.Time) string {
 			memory = "peak " + humanBytes(lb.PeakMemory)
 		}
 	}
-	age := "-"
 	if r.Start != nil {
 		age = duration.HumanDuration(now.Sub(time.Unix(*r.Start, 0)))
 	}
-	return cell(r.Name) + "\t" + cell(phase) + "\t" + progress + "\t" + batch + "\t" + memory + "\t" + age + "\t" + cell(r.Reason())
-}
-
-func oneLine(err error) string {
-	if err == nil {
-		return ""
-	}
-	s := strings.ReplaceAll(err.Error(), "\n", "; ")
-	if r := []rune(s); len(r) > 80 {
-		s = string(r[:77]) + "..."
-	}
-	return s
+	return progress, batch, memory, age
 }
 
 // warnUnserved says, on w, that no controller serves the spool when a
 // listed task still waits for one (not terminal): its phase and reason
 // would otherwise stay empty, or stale, with nothing saying why.
-func warnUnserved(w io.Writer, spool string, files []manifestFile) {
+func warnUnserved(w io.Writer, spool string, files []listing.File) {
 	waiting := false
 	for _, f := range files {
-		if f.task != nil && !v1alpha1.IsTerminal(f.task.Status.Phase) {
+		if f.Row != nil && !v1alpha1.IsTerminal(f.Row.Phase) {
 			waiting = true
 			break
 		}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/ with the output")
@@ -141,7 +142,7 @@ func TestGetRefusesWhatIsNotASpoolAndBadFlags(t *testing.T) {
 }
 
 func TestSortFilesByAge(t *testing.T) {
-	at := func(name string, seq int64, start int) manifestFile {
+	at := func(name string, seq int64, start int) listing.File {
 		task := &v1alpha1.Task{}
 		task.Metadata.Name = name
 		task.Status.QueueSeq = seq
@@ -151,7 +152,7 @@ func TestSortFilesByAge(t *testing.T) {
 		}
 		return taskFile(name+".yaml", task)
 	}
-	files := []manifestFile{at("a", 3, 0), at("b", 1, 200), at("c", 2, 100), at("d", 0, 0), at("e", 4, 100)}
+	files := []listing.File{at("a", 3, 0), at("b", 1, 200), at("c", 2, 100), at("d", 0, 0), at("e", 4, 100)}
 	for by, want := range map[string]string{
 		"":      "b c a e d",
 		"queue": "b c a e d",
@@ -161,7 +162,7 @@ func TestSortFilesByAge(t *testing.T) {
 		sortFiles(files, by)
 		var got []string
 		for _, f := range files {
-			got = append(got, f.name())
+			got = append(got, f.Name())
 		}
 		if strings.Join(got, " ") != want {
 			t.Errorf("sort by %q: %v, want %s", by, got, want)

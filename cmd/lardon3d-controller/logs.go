@@ -80,16 +80,16 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 		return err
 	}
 	if !o.follow {
-		if f.task == nil || f.task.Status.LogFile == "" {
-			return fmt.Errorf("task %s has no log yet (phase %s)", f.name(), phaseName(f))
+		if f.Task == nil || f.Task.Status.LogFile == "" {
+			return fmt.Errorf("task %s has no log yet (phase %s)", f.Name(), f.Phase())
 		}
-		data, err := readLog(f.task.Status.LogFile)
+		data, err := readLog(f.Task.Status.LogFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			why := ""
-			if r := f.row.Reason(); r != "" {
+			if r := f.Row.Reason(); r != "" {
 				why = ", " + r
 			}
-			return fmt.Errorf("task %s has no log yet (phase %s%s): no batch has started", f.name(), phaseName(f), why)
+			return fmt.Errorf("task %s has no log yet (phase %s%s): no batch has started", f.Name(), f.Phase(), why)
 		}
 		if err != nil {
 			return err
@@ -97,7 +97,7 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 		if o.batch >= 0 {
 			var ok bool
 			if data, ok = batchSection(data, o.batch); !ok {
-				return fmt.Errorf("task %s: no batch %d in its log %s", f.name(), o.batch, f.task.Status.LogFile)
+				return fmt.Errorf("task %s: no batch %d in its log %s", f.Name(), o.batch, f.Task.Status.LogFile)
 			}
 		}
 		_, err = w.Write(tailLines(data, o.tail))
@@ -118,9 +118,9 @@ func followLog(cmd *cobra.Command, dir, name string, tail int, w io.Writer) erro
 		if err != nil {
 			return err
 		}
-		terminal := f.task != nil && v1alpha1.IsTerminal(f.task.Status.Phase)
-		if f.task != nil && f.task.Status.LogFile != "" {
-			if p := f.task.Status.LogFile; p != path {
+		terminal := f.Task != nil && v1alpha1.IsTerminal(f.Task.Status.Phase)
+		if f.Task != nil && f.Task.Status.LogFile != "" {
+			if p := f.Task.Status.LogFile; p != path {
 				path, printed = p, -1
 			}
 			if printed, err = printNew(path, printed, tail, w); err != nil {
@@ -192,15 +192,4 @@ func tailLines(data []byte, n int) []byte {
 		start = j
 	}
 	return data[start+1:]
-}
-
-// phaseName is the phase get would show for f.
-func phaseName(f manifestFile) string {
-	if f.invalid() {
-		return "Invalid"
-	}
-	if p := f.row.Phase; p != "" {
-		return string(p)
-	}
-	return "New"
 }

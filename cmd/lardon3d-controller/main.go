@@ -59,7 +59,14 @@ type globals struct {
 	spool     string
 	logFormat string
 	logLevel  string
+	// stateDirFlag is --state-dir as given ("": not given); the verbs
+	// read stateDir(), run places it itself.
+	stateDirFlag string
 }
+
+// stateDir is the state directory of the spool that the verbs read
+// (resolveStateDir).
+func (g *globals) stateDir() string { return resolveStateDir(g.spool, g.stateDirFlag) }
 
 func main() {
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
@@ -100,6 +107,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.spool, "spool", envOr("LARDON3D_SPOOL", "."), "spool directory of task manifests (env LARDON3D_SPOOL)")
+	pf.StringVar(&g.stateDirFlag, "state-dir", "", "the spool's state directory (logs, items files, the listing socket, published views): where run keeps it, with one spool, and where the other verbs look (default: the one the running controller declared, else SPOOL/.lardon3d, or a root controller's directory for another user's spool)")
 	pf.StringVar(&g.logFormat, "log-format", "", "log format: console or json (default: console on a terminal, json otherwise)")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(

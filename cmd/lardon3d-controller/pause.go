@@ -23,8 +23,8 @@ func newPauseCommand(g *globals, paused bool) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			if f.unparseable() {
-				return &exitError{code: 1, err: fmt.Errorf("%s is not parseable YAML; fix it first", f.path)}
+			if f.Unparseable() {
+				return &exitError{code: 1, err: fmt.Errorf("%s is not parseable YAML; fix it first", f.Path)}
 			}
 			// The controller's own checked write path, from the spool's
 			// directory descriptor; Close waits out the displaced version's
@@ -33,7 +33,7 @@ func newPauseCommand(g *globals, paused bool) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			err = sp.SetPaused(f.path, paused)
+			err = sp.SetPaused(f.Path, paused)
 			sp.Close()
 			if err != nil {
 				return &exitError{code: 1, err: err}
@@ -42,7 +42,7 @@ func newPauseCommand(g *globals, paused bool) *cobra.Command {
 			if paused {
 				verb = "paused"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "task %s %s\n", f.name(), verb)
+			fmt.Fprintf(cmd.OutOrStdout(), "task %s %s\n", f.Name(), verb)
 			return nil
 		},
 	}

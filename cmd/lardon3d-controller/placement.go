@@ -21,7 +21,7 @@ import (
 // Where a controller keeps what is not in a spool's manifests. One rule,
 // the same for run and for the verbs that read what it left:
 //
-//   - a spool's state (logs, items files, index, published views) is in
+//   - a spool's state (logs, items files, listing socket, published views) is in
 //     SPOOL/.lardon3d, unless the machine's state base holds a directory
 //     for it: a root controller serving another user's spool keeps that
 //     spool's state out of the user's reach (a user who owns the spool
@@ -67,13 +67,37 @@ func foreignStateDir(base, spoolAbs string) string {
 	return filepath.Join(base, "spools", fmt.Sprintf("%x-%s", sum[:6], filepath.Base(spoolAbs)))
 }
 
+// stateDirName is the name of a spool's own state directory.
+const stateDirName = reconcile.StateDirName
+
+// ownStateDir is the spool's own state directory, SPOOL/.lardon3d.
+func ownStateDir(spool string) string { return filepath.Join(spool, stateDirName) }
+
+// resolveStateDir is the state directory the verbs read for spool, resolved
+// once for every verb: flag (--state-dir) when given; else the one the
+// controller serving the spool declared in the machine's registry (a
+// controller of this user's, or root's: another user's could point
+// anywhere), so that a controller started with --state-dir is found
+// without it; else where run places it (spoolStateDir).
+func resolveStateDir(spool, flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if c, ok, _ := registry.Serving(spool); ok && (c.UID == os.Geteuid() || c.UID == 0) {
+		if d := c.StateDir(spool); d != "" {
+			return d
+		}
+	}
+	return spoolStateDir(spool)
+}
+
 // spoolStateDir is the state directory of a spool, as run chooses it when
 // --state-dir is not given: the root controller's directory for it when
 // one exists (see above), else SPOOL/.lardon3d.
 func spoolStateDir(spool string) string {
 	abs, err := filepath.Abs(spool)
 	if err != nil {
-		return filepath.Join(spool, ".lardon3d")
+		return ownStateDir(spool)
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
@@ -84,7 +108,7 @@ func spoolStateDir(spool string) string {
 			return d
 		}
 	}
-	return filepath.Join(spool, ".lardon3d")
+	return ownStateDir(spool)
 }
 
 // expandedSpool is a spool directory an entry named.
@@ -188,7 +212,7 @@ type placedSpool struct {
 // spool's (setgid, mode 2750: the owner's verbs read the logs and views
 // there, nobody but root writes).
 func runStateDir(dir string) (string, error) {
-	own := filepath.Join(dir, ".lardon3d")
+	own := ownStateDir(dir)
 	if os.Geteuid() != 0 {
 		return own, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -24,20 +25,20 @@ items.glob matched nothing resolves it anew. Tasks in another phase are
 refused: a running task needs no retry, a Done one an edit.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var files []manifestFile
+			var files []listing.File
 			for _, a := range args {
 				f, err := findTask(g.spool, a)
 				if err != nil {
 					return &exitError{code: 1, err: err}
 				}
-				if f.unparseable() {
-					return &exitError{code: 1, err: fmt.Errorf("%s is not parseable YAML; fix it first", f.path)}
+				if f.Unparseable() {
+					return &exitError{code: 1, err: fmt.Errorf("%s is not parseable YAML; fix it first", f.Path)}
 				}
-				if p := f.task.Status.Phase; p != v1alpha1.PhaseFailed && p != v1alpha1.PhaseRejected {
+				if p := f.Task.Status.Phase; p != v1alpha1.PhaseFailed && p != v1alpha1.PhaseRejected {
 					if p == "" {
 						p = "not yet seen by a controller"
 					}
-					return &exitError{code: 1, err: fmt.Errorf("task %s is %s: only a Failed or Rejected task is retried", f.name(), p)}
+					return &exitError{code: 1, err: fmt.Errorf("task %s is %s: only a Failed or Rejected task is retried", f.Name(), p)}
 				}
 				files = append(files, f)
 			}
@@ -48,10 +49,10 @@ refused: a running task needs no retry, a Done one an edit.`,
 			defer sp.Close()
 			token := "retry-" + time.Now().UTC().Format("20060102T150405.000000000Z")
 			for _, f := range files {
-				if err := sp.SetRetryToken(f.path, token); err != nil {
+				if err := sp.SetRetryToken(f.Path, token); err != nil {
 					return &exitError{code: 1, err: err}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "task %s retried (generation %d was %s)\n", f.name(), f.task.Status.ObservedGeneration, f.task.Status.Phase)
+				fmt.Fprintf(cmd.OutOrStdout(), "task %s retried (generation %d was %s)\n", f.Name(), f.Task.Status.ObservedGeneration, f.Task.Status.Phase)
 			}
 			return nil
 		},

@@ -252,7 +252,6 @@ func newRunCommand(g *globals) *cobra.Command {
 		allowShared  bool
 		metricsAddr  string
 		withPprof    bool
-		stateDir     string
 		historyPath  string
 		spoolArgs    []string
 		share        bool
@@ -290,7 +289,6 @@ serves other users' spools and runs each task as the spool's owner.
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
-	f.StringVar(&stateDir, "state-dir", "", "where logs and items files go, with one spool (default SPOOL/.lardon3d)")
 	f.StringVar(&historyPath, "history", "", "the learned history's store, shared by every spool (default: $STATE_DIRECTORY, $XDG_STATE_HOME/lardon3d, /var/lib/lardon3d as root, else ~/.local/state/lardon3d; file history.db)")
 	f.BoolVar(&share, "share", false, "run beside other controllers of this machine that say --share too, within --memory-capacity (required), all capacities fitting in the machine's memory")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
@@ -342,7 +340,7 @@ serves other users' spools and runs each task as the spool's owner.
 		for _, e := range found {
 			spools = append(spools, e.dir)
 		}
-		if stateDir != "" && len(spools) > 1 {
+		if g.stateDirFlag != "" && len(spools) > 1 {
 			return &exitError{code: 2, err: errors.New("--state-dir: one spool only (each spool of several keeps its state in its own directory)")}
 		}
 		if historyPath == "" {
@@ -374,7 +372,7 @@ serves other users' spools and runs each task as the spool's owner.
 		}()
 		var placed []placedSpool
 		for _, e := range found {
-			o, err := openSpool(e.dir, stateDir, sopts)
+			o, err := openSpool(e.dir, g.stateDirFlag, sopts)
 			if err != nil && e.byPattern {
 				log.Warn().Err(err).Str("spool", e.dir).Msg("not served; tried again every 10 s")
 				continue

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 	"github.com/lardon3d/lardon3d-controller/pkg/registry"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
@@ -93,7 +94,7 @@ func (s *servedSpools) serve(o *openedSpool, running bool) error {
 	}
 	s.closers = append(s.closers, o.close)
 	s.placed = append(s.placed, o.placedSpool)
-	ls, err := serveListings(o.stateDir, o.dir, controllerRows{ctrl}, s.log, s.observe)
+	ls, err := listing.Serve(o.stateDir, spoolAt(o.dir), ctrl, s.log, s.observe)
 	if err != nil {
 		s.log.Warn().Err(err).Str("spool", o.dir).Msg("get's listings not served; get reads the spool itself")
 		return nil

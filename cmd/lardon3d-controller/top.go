@@ -10,78 +10,22 @@ import (
 	"github.com/prometheus/procfs"
 	"github.com/spf13/cobra"
 
-	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
-	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 )
 
-// groupUsage is what the processes of one batch use now.
-type groupUsage struct {
-	procs int
-	rss   int64   // bytes: the cgroup's working set, or the group's resident memory
-	cpu   float64 // seconds of CPU time, children reaped included
-}
-
-// sampleTasks returns, per running task, what its batch uses now: the
-// processes of its cgroup when the status names one (all of them, whatever
-// their session), else of its process group, read from /proc.
-func sampleTasks(fs procfs.FS, tasks []*v1alpha1.Task) (map[string]groupUsage, error) {
-	out := make(map[string]groupUsage, len(tasks))
-	byGroup := map[int]string{}
-	byPid := map[int]string{}
-	for _, t := range tasks {
-		pg := t.Status.ProcessGroup
-		if pg.Cgroup == "" {
-			byGroup[pg.PGID] = t.Metadata.Name
-			continue
-		}
-		g, err := cgroup.LoadDir(pg.Cgroup)
+// sampleTasks returns, per running task, what its batch uses now, as the
+// runner samples a batch (runner.SampleGroup): the processes of its
+// cgroup when the status names one, else of its process group.
+func sampleTasks(fs procfs.FS, running []listing.File) (map[string]runner.Usage, error) {
+	out := make(map[string]runner.Usage, len(running))
+	for _, f := range running {
+		pg := f.Task.Status.ProcessGroup
+		u, err := runner.SampleGroup(fs, pg.PGID, pg.Cgroup)
 		if err != nil {
-			byGroup[pg.PGID] = t.Metadata.Name // ended meanwhile, or not readable
-			continue
+			return nil, err
 		}
-		var u groupUsage
-		if m, err := g.Memory(); err == nil {
-			u.rss = m.WorkingSet
-		}
-		live, _ := g.Live()
-		for _, pid := range live {
-			byPid[pid] = t.Metadata.Name
-		}
-		out[t.Metadata.Name] = u
-	}
-	add := func(name string, st procfs.ProcStat, countRSS bool) {
-		u := out[name]
-		u.procs++
-		if countRSS {
-			u.rss += int64(st.ResidentMemory())
-		}
-		u.cpu += st.CPUTime() + float64(st.CUTime+st.CSTime)/100
-		out[name] = u
-	}
-	for pid, name := range byPid {
-		if p, err := fs.Proc(pid); err == nil {
-			if st, err := p.Stat(); err == nil {
-				add(name, st, false) // the cgroup's working set is the memory
-			}
-		}
-	}
-	if len(byGroup) == 0 {
-		return out, nil
-	}
-	// Without a cgroup, a group's members are found by reading every
-	// process.
-	procs, err := fs.AllProcs()
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range procs {
-		st, err := p.Stat()
-		if err != nil {
-			continue // gone meanwhile
-		}
-		if name := byGroup[st.PGRP]; name != "" {
-			add(name, st, true)
-		}
+		out[f.Task.Metadata.Name] = u
 	}
 	return out, nil
 }
@@ -107,17 +51,17 @@ it on the machine of the controller, as the same user or root.`,
 			}
 			if len(args) == 1 {
 				name := taskArg(args[0])
-				one := selectName(files, name)
+				one := listing.SelectName(files, name)
 				if len(one) == 0 {
 					return &exitError{code: 1, err: unknownTaskError(g.spool, name, files)}
 				}
 				files = one
 			}
 			sortFiles(files, "queue")
-			var running []*v1alpha1.Task
+			var running []listing.File
 			for _, f := range files {
-				if f.task != nil && f.task.Status.ProcessGroup != nil && f.task.Status.ProcessGroup.PGID > 0 {
-					running = append(running, f.task)
+				if f.Task != nil && f.Task.Status.ProcessGroup != nil && f.Task.Status.ProcessGroup.PGID > 0 {
+					running = append(running, f)
 				}
 			}
 			if len(running) == 0 {
@@ -154,27 +98,28 @@ it on the machine of the controller, as the same user or root.`,
 
 // printTop prints one row per running task: memory and CPU now against
 // the contract.
-func printTop(w io.Writer, tasks []*v1alpha1.Task, before, after map[string]groupUsage, over time.Duration) {
+func printTop(w io.Writer, running []listing.File, before, after map[string]runner.Usage, over time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPHASE\tBATCH\tPROCS\tMEMORY\tCONTRACT\tMEM%\tCPU\tTHREADS\tCPU%")
-	for _, t := range tasks {
+	for _, f := range running {
+		t := f.Task
 		st := t.Status
 		u := after[t.Metadata.Name]
 		batch, contract, memPct, threads, cpuPct := "-", "-", "-", "-", "-"
-		cpu := max(u.cpu-before[t.Metadata.Name].cpu, 0) / over.Seconds()
+		cpu := max(u.CPU-before[t.Metadata.Name].CPU, 0).Seconds() / over.Seconds()
 		if r := st.Reservation; r != nil {
 			batch = fmt.Sprintf("%d/%d", r.Batch, r.BatchRequested)
 			if mem := r.Memory.Value(); mem > 0 {
 				contract = humanBytes(mem)
-				memPct = fmt.Sprintf("%.0f%%", 100*float64(u.rss)/float64(mem))
+				memPct = fmt.Sprintf("%.0f%%", 100*float64(u.Memory)/float64(mem))
 			}
 			if r.Threads > 0 {
 				threads = fmt.Sprint(r.Threads)
 				cpuPct = fmt.Sprintf("%.0f%%", 100*cpu/float64(r.Threads))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%s\n", cell(t.Metadata.Name), cell(string(st.Phase)), batch, u.procs,
-			humanBytes(u.rss), contract, memPct, cpu, threads, cpuPct)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%s\n", cell(t.Metadata.Name), cell(f.Phase()), batch, u.Procs,
+			humanBytes(u.Memory), contract, memPct, cpu, threads, cpuPct)
 	}
 	_ = tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -164,7 +165,7 @@ func validateInputs(arg string, stdin io.Reader) ([]checked, error) {
 			continue
 		}
 		mf := readManifest(filepath.Join(arg, de.Name()))
-		out = append(out, checked{label: mf.path, dir: arg, task: mf.task, err: mf.err})
+		out = append(out, checked{label: mf.Path, dir: arg, task: mf.Task, err: mf.Err})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no manifests (*.yaml, *.yml) in this directory", arg)
@@ -184,8 +185,8 @@ func manifestNames(dir string) []string {
 		if !spool.IsManifestName(de.Name()) {
 			continue
 		}
-		if mf := readManifest(filepath.Join(dir, de.Name())); mf.task != nil {
-			out = append(out, mf.name())
+		if mf := readManifest(filepath.Join(dir, de.Name())); mf.Task != nil {
+			out = append(out, mf.Name())
 		}
 	}
 	return out
@@ -218,10 +219,10 @@ func runtimeWarnings(t *v1alpha1.Task, dir string) []string {
 	return out
 }
 
-// commandProblem says why the command's program cannot be run, the way the
-// runner looks it up (PATH from spec.env when set there, a relative path
-// with a slash from the working directory); "" when it can, or when it
-// depends on $(VAR) expansion.
+// commandProblem says why the command's program cannot be run, as the
+// runner looks it up (runner.LookPath: PATH from spec.env when set there,
+// a relative path with a slash from the working directory); "" when it
+// can, or when it depends on $(VAR) expansion.
 func commandProblem(spec v1alpha1.TaskSpec, wd string) string {
 	name := spec.Command[0]
 	if strings.Contains(name, "$(") {
@@ -236,34 +237,10 @@ func commandProblem(spec v1alpha1.TaskSpec, wd string) string {
 			path = e.Value
 		}
 	}
-	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(wd, p)
-		}
-		if !isExecutable(p) {
-			return fmt.Sprintf("%q does not exist or is not executable", name)
-		}
-		return ""
+	if _, err := runner.LookPath(name, path, wd); err != nil {
+		return err.Error()
 	}
-	for _, d := range filepath.SplitList(path) {
-		if d == "" {
-			d = "."
-		}
-		p := filepath.Join(d, name)
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(wd, p)
-		}
-		if isExecutable(p) {
-			return ""
-		}
-	}
-	return fmt.Sprintf("%q is not found in PATH", name)
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+	return ""
 }
 
 // problemLines shows an error one problem a line: each entry of an

@@ -47,7 +47,7 @@ spec:
 	want := `SPOOL/broken.yaml: valid, 4 warning(s)
   warning: spec.resources.perThread.memory: is only 100 bytes, likely a number missing its unit (did you mean 100Mi or 100Gi?)
   warning: spec.workingDir: SPOOL/nowhere does not exist or is not a directory; every batch would fail to start
-  warning: spec.command[0]: "colmapp" is not found in PATH; every batch would fail (CommandNotFound)
+  warning: spec.command[0]: command "colmapp" not found in PATH; every batch would fail (CommandNotFound)
   warning: spec.dependsOn: no task "featurs" among the manifests checked or beside them; the task would wait (DependencyMissing); did you mean "features"?
 SPOOL/camera.yaml: valid
 SPOOL/features.yaml: valid

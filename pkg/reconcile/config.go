@@ -7,6 +7,11 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 )
 
+// StateDirName is the name of a spool's own state directory
+// (SPOOL/.lardon3d), Config.StateDir's default: the one place it is
+// spelled.
+const StateDirName = ".lardon3d"
+
 // DefaultQueuedWriteDelay is Config.QueuedWriteDelay's default.
 const DefaultQueuedWriteDelay = 3 * time.Second
 
@@ -79,7 +84,7 @@ const waitNumbersInterval = 10 * time.Second
 // withDefaults fills the unset fields of cfg.
 func (cfg Config) withDefaults() Config {
 	if cfg.StateDir == "" {
-		cfg.StateDir = filepath.Join(cfg.SpoolDir, ".lardon3d")
+		cfg.StateDir = filepath.Join(cfg.SpoolDir, StateDirName)
 	}
 	if abs, err := filepath.Abs(cfg.StateDir); err == nil {
 		cfg.StateDir = abs // it marks the batches' environment: one spelling

@@ -176,16 +176,9 @@ func (c *Controller) loop(ctx context.Context) error {
 	defer stopResolver()
 	go c.resolver.run(resolveCtx)
 
-	publishIndex := time.NewTimer(time.Hour)
-	defer publishIndex.Stop()
 	publish := time.NewTicker(2 * time.Second)
 	defer publish.Stop()
 	c.publishBudgets()
-	// The index is published at once, empty if need be: it tells get that
-	// a controller runs, which then lists the manifests not read yet as
-	// such rather than parse thousands of them itself.
-	c.index.changed = true
-	c.publishIndex(time.Now())
 	defer func() { c.closing = true }()
 	events, spoolErr := c.spool.Events(), c.spoolErr
 	// lost ends the loop when the spool cannot be watched any more (its
@@ -222,7 +215,6 @@ func (c *Controller) loop(ctx context.Context) error {
 		case <-c.inbox.wake:
 			c.applyInbox()
 			c.drainEvents()
-		case <-publishIndex.C:
 		case <-publish.C:
 			c.flushHistory()
 			c.publishBudgets()
@@ -241,9 +233,6 @@ func (c *Controller) loop(ctx context.Context) error {
 		if c.statusWritten {
 			c.statusWritten = false
 			c.countPhases(now, false)
-		}
-		if wait := c.publishIndex(now); wait > 0 {
-			publishIndex.Reset(wait)
 		}
 		if c.host.cfg.ExitWhenDone {
 			c.host.noteSettled(c.idx, c.synced && c.settled(), len(c.tasks.entries)+len(c.tasks.invalid))
@@ -281,8 +270,6 @@ func (c *Controller) finish() Outcome {
 	c.applyInbox()
 	c.countPhases(time.Now(), true)
 	c.flushHistory()
-	c.index.closeFile()
-	removeIndex(c.cfg.StateDir)
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, estimatesFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, budgetsFile))
 	_ = os.Remove(filepath.Join(c.cfg.StateDir, writeErrorsFile))

@@ -98,23 +98,18 @@
 // not by walking every dirty status: thousands of queued tasks waiting
 // for QueuedWriteDelay cost nothing per event.
 //
-// The list index (index.go). For get, the owner keeps one row per
-// manifest whose current version it knows: the version a spool event
-// reported (valid ones only), then each status it wrote into it. The row
-// is the task's ListRow, what get's table reads, and the version of the
-// file it describes (inode, size, modification time); get takes a row
-// only while the file is still that version. It publishes them in
-// STATE/index.jsonl under a header naming the process (pid and start
-// time) and the spool: rewritten whole by a rename at most every
-// IndexEvery (1 s), the rows changed in between appended to it at most
-// every 5 ms (a reader takes a file's last row); it removes the file at
-// shutdown. get (ReadListIndex) takes a row only while that process runs,
-// then, for a manifest whose row is older than the file, the rows
-// appended since it read the index (ListIndex.Appended), and reads every
-// other manifest. The running controller's own listings (get.sock) take
-// the rows from memory instead (Controller.IndexedRow): the owner keeps
-// them decoded too, in a map it writes under listIndex.mu, each row never
-// changed once stored.
+// The list index (index.go). For the listings the running controller
+// serves (package listing: its socket, STATE/get.sock, is opened by the
+// command beside the controller), the owner keeps one row per manifest
+// whose current version it knows: the version a spool event reported
+// (valid ones only), then each status it wrote into it. The row is the
+// task's listing.Row, what get's table reads, and the version of the file
+// it describes (inode, size, modification time); a listing takes a row
+// only while the file is still that version, and reads every other
+// manifest itself. Listings read the rows on their own goroutines
+// (Controller.IndexedRow, the controller's listing.Rows); the owner
+// stores and drops them under listIndex.mu, each row never changed once
+// stored. Nothing of it is written to a file.
 //
 // Phases. setPhase is the only place the controller changes a status
 // phase, through v1alpha1.TaskStatus.SetPhase; it refuses, logs as a bug

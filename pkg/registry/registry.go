@@ -187,6 +187,10 @@ func Serving(spool string) (Claim, bool, error) {
 	return Claim{}, false, err
 }
 
+// StateDir is the state directory the claim declares for spool (resolved
+// as its spools are); "" when it declares none.
+func (c Claim) StateDir(spool string) string { return c.StateDirs[resolve(spool)] }
+
 // normalize fills in what this process knows and resolves the paths, so
 // that a spool has one name in every claim and every question.
 func normalize(c Claim) Claim {

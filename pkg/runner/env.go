@@ -103,10 +103,12 @@ func buildEnv(base []string, s Spec, itemsFile string) (env []string, argv []str
 	return e.list(), argv, nil
 }
 
-// lookPath resolves the program name the way execvp would with the given
-// PATH, except that relative paths are taken from dir (the command's working
-// directory). The error wraps ErrCommandNotFound.
-func lookPath(name, path, dir string) (string, error) {
+// LookPath resolves the program name the way a batch's command is looked
+// up (execvp's rule with the given PATH, relative paths taken from dir,
+// the command's working directory): what Start runs, and what validate
+// checks beforehand. The error matches ErrCommandNotFound and says what
+// was not found, in the words a batch's CommandNotFound carries.
+func LookPath(name, path, dir string) (string, error) {
 	if strings.Contains(name, "/") {
 		p := name
 		if !filepath.IsAbs(p) && dir != "" {

@@ -22,6 +22,9 @@ type member struct {
 	state      string
 	startTicks uint64
 	rss        int64
+	// cpu is its CPU time, user and system, the children it reaped
+	// included.
+	cpu time.Duration
 }
 
 // gone reports whether the process can no longer run or hold memory: a
@@ -33,7 +36,14 @@ func (m member) gone() bool { return m.state == "Z" || m.state == "X" || m.state
 func (m member) stopped() bool { return m.state == "T" || m.state == "t" }
 
 func memberOf(s procfs.ProcStat) member {
-	return member{pid: s.PID, state: s.State, startTicks: s.Starttime, rss: int64(s.ResidentMemory())}
+	return member{pid: s.PID, state: s.State, startTicks: s.Starttime, rss: int64(s.ResidentMemory()), cpu: cpuTime(s)}
+}
+
+// cpuTime is the CPU time of the process s is the stat of, user and
+// system, the children it reaped included (/proc/PID/stat counts in
+// USER_HZ, 100 on Linux).
+func cpuTime(s procfs.ProcStat) time.Duration {
+	return time.Duration(int64(s.UTime+s.STime)+int64(s.CUTime+s.CSTime)) * (time.Second / 100)
 }
 
 // groupMembers lists every process whose process group is pgid, with one
@@ -78,6 +88,8 @@ type groupSampler struct {
 	procRoot string
 	members  map[int]bool // the batch's pids seen in this listing
 	last     map[int]bool // and in the one before
+	// cpu is the CPU time of the members of the last sample (cpuTime).
+	cpu time.Duration
 }
 
 func newGroupSampler(fs procfs.FS, pgid int) *groupSampler {
@@ -92,6 +104,7 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 		return 0, 0, fmt.Errorf("list processes: %w", err)
 	}
 	clear(g.next)
+	g.cpu = 0
 	if g.esc != nil {
 		g.last, g.members = g.members, g.last
 		if g.members == nil {
@@ -132,6 +145,7 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 			live++
 		}
 		rss += m.rss
+		g.cpu += m.cpu
 	}
 	g.outside, g.next = g.next, g.outside
 	return rss, live, nil

@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// writeStat writes a minimal /proc/PID/stat with the fields procfs reads.
-func writeStat(t *testing.T, root string, pid, pgrp int, state string, start uint64, rssPages int) {
+// writeStat writes a minimal /proc/PID/stat with the fields procfs reads;
+// cpu, when given, are utime, stime, cutime and cstime in clock ticks.
+func writeStat(t *testing.T, root string, pid, pgrp int, state string, start uint64, rssPages int, cpu ...int) {
 	t.Helper()
 	dir := filepath.Join(root, fmt.Sprint(pid))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -26,6 +27,9 @@ func writeStat(t *testing.T, root string, pid, pgrp int, state string, start uin
 	// vsize rss, then the rest.
 	fields := []string{fmt.Sprint(pid), "(p x)", state, "1", fmt.Sprint(pgrp), "1", "0", "-1", "0",
 		"0", "0", "0", "0", "0", "0", "0", "0", "20", "0", "1", "0", fmt.Sprint(start), "1000", fmt.Sprint(rssPages)}
+	for i, c := range cpu {
+		fields[13+i] = fmt.Sprint(c)
+	}
 	for len(fields) < 52 {
 		fields = append(fields, "0")
 	}
@@ -93,6 +97,35 @@ func TestGroupSamplerFixture(t *testing.T) {
 	}
 }
 
+// TestSampleGroup: what top reads of a batch without a cgroup (or whose
+// cgroup is gone) is its process group's live processes, resident memory
+// and CPU time (user and system, reaped children included), nothing of
+// another group's.
+func TestSampleGroup(t *testing.T) {
+	root := t.TempDir()
+	page := int64(os.Getpagesize())
+	writeStat(t, root, 100, 100, "S", 500, 10, 100, 50, 0, 0)  // leader: 1.5 s
+	writeStat(t, root, 101, 100, "R", 510, 20, 10, 10, 20, 10) // child: 0.5 s
+	writeStat(t, root, 102, 100, "Z", 510, 0, 5, 5, 0, 0)      // zombie: 0.1 s, not live
+	writeStat(t, root, 7, 7, "S", 1, 999, 9000, 9000, 0, 0)    // another group
+	fs, err := procfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cg := range []string{"", filepath.Join(root, "no-such-cgroup")} {
+		u, err := SampleGroup(fs, 100, cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (Usage{Procs: 2, Memory: 30 * page, CPU: 2100 * time.Millisecond}); u != want {
+			t.Errorf("cgroup %q: %+v, want %+v", cg, u, want)
+		}
+	}
+	if u, err := SampleGroup(fs, 555, ""); err != nil || u != (Usage{}) {
+		t.Errorf("a group gone: %+v, %v", u, err)
+	}
+}
+
 func TestLookPath(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
@@ -105,10 +138,10 @@ func TestLookPath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "data"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := lookPath("tool", "/nonexistent:"+bin, "/"); err != nil || p != filepath.Join(bin, "tool") {
-		t.Errorf("lookPath(tool) = %q, %v", p, err)
+	if p, err := LookPath("tool", "/nonexistent:"+bin, "/"); err != nil || p != filepath.Join(bin, "tool") {
+		t.Errorf("LookPath(tool) = %q, %v", p, err)
 	}
-	if p, err := lookPath("./bin/tool", "", dir); err != nil || p != filepath.Join(bin, "tool") {
+	if p, err := LookPath("./bin/tool", "", dir); err != nil || p != filepath.Join(bin, "tool") {
 		t.Errorf("relative lookPath = %q, %v", p, err)
 	}
 	for _, tc := range []struct{ name, path, want string }{
@@ -118,9 +151,9 @@ func TestLookPath(t *testing.T) {
 		{"./bin/nope", "", `command "./bin/nope" does not exist`},
 		{"bin", dir, "not executable"},
 	} {
-		_, err := lookPath(tc.name, tc.path, dir)
+		_, err := LookPath(tc.name, tc.path, dir)
 		if !errors.Is(err, ErrCommandNotFound) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("lookPath(%q) error = %v, want ErrCommandNotFound with %q", tc.name, err, tc.want)
+			t.Errorf("LookPath(%q) error = %v, want ErrCommandNotFound with %q", tc.name, err, tc.want)
 		}
 	}
 }

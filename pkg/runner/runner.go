@@ -182,7 +182,7 @@ func (b *Batch) start() error {
 			}
 		}
 		var err error
-		path, err = lookPath(argv[0], envValue(env, "PATH"), s.WorkingDir)
+		path, err = LookPath(argv[0], envValue(env, "PATH"), s.WorkingDir)
 		return err
 	})
 	if err != nil {

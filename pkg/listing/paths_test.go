@@ -1,4 +1,4 @@
-package main
+package listing
 
 import (
 	"path/filepath"
@@ -19,8 +19,8 @@ func TestManifestPathsAreJoined(t *testing.T) {
 				want = append(want, filepath.Join(dir, name))
 			}
 		}
-		if got := manifestPaths(dir, names); !slices.Equal(got, want) {
-			t.Errorf("manifestPaths(%q): %q, want %q", dir, got, want)
+		if got := ManifestPaths(dir, names); !slices.Equal(got, want) {
+			t.Errorf("ManifestPaths(%q): %q, want %q", dir, got, want)
 		}
 	}
 }
