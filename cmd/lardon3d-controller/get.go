@@ -142,14 +142,24 @@ func listTasks(dir, stateDir string, args []string, sel labels.Selector, o *getO
 	}
 	sortFiles(l.files, o.sortBy)
 	if o.output == "wide" {
-		if est, err := reconcile.ReadEstimates(stateDir, defaultHistoryPath()); err == nil && len(est) > 0 {
-			l.learned = make(map[string]*reconcile.ProfileEstimate, len(est))
-			for i := range est {
-				l.learned[est[i].Profile] = &est[i]
-			}
-		}
+		l.learned = learnedEstimates(stateDir, defaultHistoryPath())
 	}
 	return l, nil
+}
+
+// learnedEstimates are the estimates by profile of the history at
+// historyPath, or, while a controller holds it, those it publishes in
+// stateDir; nil when there are none.
+func learnedEstimates(stateDir, historyPath string) map[string]*reconcile.ProfileEstimate {
+	est, err := reconcile.ReadEstimates(stateDir, historyPath)
+	if err != nil || len(est) == 0 {
+		return nil
+	}
+	learned := make(map[string]*reconcile.ProfileEstimate, len(est))
+	for i := range est {
+		learned[est[i].Profile] = &est[i]
+	}
+	return learned
 }
 
 // showFiles renders l the way o asks, escaped for a terminal; a table

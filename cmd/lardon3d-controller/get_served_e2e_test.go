@@ -27,6 +27,10 @@ func localListing(t *testing.T, spool string, args []string, o *getOptions) (str
 	if err != nil {
 		return "", err
 	}
+	if o.output == "wide" {
+		// The ETA of -o wide reads the estimates the controller publishes.
+		l.learned = learnedEstimates(filepath.Join(spool, stateDirName), testHistoryPath(spool))
+	}
 	return showFiles(&tablePrinter{padding: 3}, l, o, len(args) == 1, time.Now())
 }
 

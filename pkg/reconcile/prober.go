@@ -25,7 +25,7 @@ const (
 	// the queue is idle (prober.busy says no task is pending or holds a
 	// worker): nothing decides on the snapshot then but what is published
 	// every 2 s, and a task handed to an idle queue waits for a fresh one
-	// first (Controller.freshForQueue). Probing every 200 ms was a third
+	// first (FreshMark: the queue holds it). Probing every 200 ms was a third
 	// of an idle controller's CPU.
 	idleProbeInterval = 2 * time.Second
 )
