@@ -235,7 +235,7 @@ func (c *Controller) loop(ctx context.Context) error {
 			c.countPhases(now, false)
 		}
 		if c.host.cfg.ExitWhenDone {
-			c.host.noteSettled(c.idx, c.synced && c.settled(), len(c.tasks.entries)+len(c.tasks.invalid))
+			c.host.noteSettled(c.idx, c.synced && c.filesSettled() && c.settled(), len(c.tasks.entries)+len(c.tasks.invalid))
 		}
 	}
 }

@@ -118,3 +118,17 @@ func (c *Controller) countPhases(now time.Time, force bool) {
 	}
 	c.metrics.SetPhases(counts)
 }
+
+// unsettledCounter is a Spool that says how many files it waits on before
+// it can say what they hold (*spool.Spool is one).
+type unsettledCounter interface {
+	Unsettled() int
+}
+
+// filesSettled reports whether the spool waits on no file: a manifest
+// still being written (a slow download) is not an empty spool, and
+// --exit-when-done waits for it. REQUIRES: owner goroutine.
+func (c *Controller) filesSettled() bool {
+	u, ok := c.spool.(unsettledCounter)
+	return !ok || u.Unsettled() == 0
+}

@@ -188,7 +188,15 @@ type Spool struct {
 	// started is set by Run; runDone is closed when Run returns.
 	started atomic.Bool
 	runDone chan struct{}
+	// unsettled counts the files Run waits on before it can say what they
+	// are (held open for writing, or waiting for their settle period).
+	unsettled atomic.Int64
 }
+
+// Unsettled is how many manifests the spool is waiting on before it can
+// say what they hold: held open for writing (a slow download), or
+// changed too recently to be judged. Any goroutine.
+func (s *Spool) Unsettled() int { return int(s.unsettled.Load()) }
 
 // pathLock serialises the write-backs of one path.
 type pathLock struct {

@@ -46,6 +46,29 @@ type fileState struct {
 	vanishedAt time.Time
 	// ignored is why the entry is ignored ("" when it is not).
 	ignored string
+	// counted says the file is counted in Spool.unsettled (recount).
+	counted bool
+}
+
+// waiting reports whether the spool waits on f before it can say what it
+// holds: held open for writing, or pending its settle period.
+func (f *fileState) waiting() bool {
+	return f.ignored == "" && f.vanishedAt.IsZero() && (f.writing || f.pending)
+}
+
+// recount brings Spool.unsettled up to date with the file base; it may be
+// called any number of times (gone uncounts a file it forgets).
+func (w *watcher) recount(base string) {
+	f := w.files[base]
+	if f == nil || f.counted == f.waiting() {
+		return
+	}
+	f.counted = !f.counted
+	if f.counted {
+		w.s.unsettled.Add(1)
+	} else {
+		w.s.unsettled.Add(-1)
+	}
 }
 
 // unchanged reports whether st (the judged file's stat) is the version f
@@ -336,6 +359,7 @@ func (w *watcher) relist(ctx context.Context) bool {
 // vanish handles a file found gone: a task's file gets DeleteGrace to come
 // back (or to show up renamed); anything else is forgotten at once.
 func (w *watcher) vanish(ctx context.Context, base string, cause syncCause) bool {
+	defer w.recount(base)
 	f := w.files[base]
 	if f == nil {
 		return true
@@ -356,6 +380,9 @@ func (w *watcher) gone(ctx context.Context, base string) bool {
 	f := w.files[base]
 	if f == nil {
 		return true
+	}
+	if f.counted {
+		w.s.unsettled.Add(-1)
 	}
 	delete(w.files, base)
 	path := filepath.Join(w.s.dir, base)
@@ -382,6 +409,7 @@ func (w *watcher) ignore(ctx context.Context, base, reason string) bool {
 // sync re-reads one file and emits what changed. It returns false when
 // ctx ended.
 func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
+	defer w.recount(base)
 	path := filepath.Join(w.s.dir, base)
 	if f := w.files[base]; f != nil && cause != causeTimer && f.vanishedAt.IsZero() {
 		// The version last read, untouched by what a stat shows: a relist
@@ -500,6 +528,9 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 			// name is the moved task's (the reconciler sorts out which).
 			if f.added && f.name != name && !w.gone(ctx, base) {
 				return false
+			}
+			if old := w.files[from]; old != nil && old.counted {
+				w.s.unsettled.Add(-1)
 			}
 			w.files[base] = f
 			delete(w.files, from)

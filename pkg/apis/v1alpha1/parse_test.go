@@ -200,7 +200,7 @@ status:
 	task, list := parseErrors(t, data)
 	want := []string{
 		`line 1: apiVersion: must be lardon3d.io/v1alpha1, got "lardon3d.io/v1alpha2"`,
-		`line 4: metadata.name: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Block_A"`,
+		`line 4: metadata.name: must be a lower case name of at most 251 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Block_A"`,
 		`line 6: spec.class: must be one of import|thumbnails|exif|features|matching|sfm|depthmaps|mesh|texture|custom, got "feature"`,
 		`line 7: spec.command: must be a list of strings, got "colmap feature_extractor"`,
 		`line 9: spec.items: must set exactly one of count, files, glob, got count and glob`,

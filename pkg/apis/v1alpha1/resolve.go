@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -125,24 +124,31 @@ func ResolveItems(spec TaskSpec, baseDir string) ([]string, error) {
 // Glob characters in wd itself are literal. It is the one expansion of
 // items.glob: the controller and validate both use it, through
 // ResolveItems.
+//
+// The walk is bounded (globFS): it follows a link to a directory only
+// inside the tree it starts from, never into a loop, and stops with
+// ErrGlobTooLarge past globMaxEntries entries read or globMaxTime.
 func Glob(pattern, wd string) ([]string, error) {
+	var base, rel string
 	if filepath.IsAbs(pattern) {
-		out, err := doublestar.FilepathGlob(pattern)
-		if err != nil {
-			return nil, err
+		// The part before the first wildcard is where the walk starts.
+		base, rel = doublestar.SplitPattern(filepath.ToSlash(filepath.Clean(pattern)))
+		base = filepath.FromSlash(base)
+	} else {
+		// Cleaned, a relative pattern's ".." come first: they move the base.
+		base, rel = wd, path.Clean(filepath.ToSlash(pattern))
+		for rel == ".." || strings.HasPrefix(rel, "../") {
+			base, rel = filepath.Dir(base), strings.TrimPrefix(strings.TrimPrefix(rel, ".."), "/")
 		}
-		sort.Strings(out)
-		return slices.Compact(out), nil
-	}
-	// Cleaned, a relative pattern's ".." come first: they move the base.
-	base, rel := wd, path.Clean(filepath.ToSlash(pattern))
-	for rel == ".." || strings.HasPrefix(rel, "../") {
-		base, rel = filepath.Dir(base), strings.TrimPrefix(strings.TrimPrefix(rel, ".."), "/")
 	}
 	if rel == "" {
 		rel = "."
 	}
-	out, err := doublestar.Glob(os.DirFS(base), rel)
+	fsys := newGlobFS(base)
+	out, err := doublestar.Glob(fsys, rel)
+	if fsys.exhausted {
+		return nil, tooLarge()
+	}
 	if err != nil {
 		return nil, err
 	}

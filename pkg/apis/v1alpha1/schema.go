@@ -192,7 +192,7 @@ func applyValidateTag(s map[string]any, tag string) {
 			}
 		case "dnsname":
 			s["pattern"] = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-			s["maxLength"] = 253
+			s["maxLength"] = MaxNameLength
 		case "envname":
 			s["pattern"] = envNameRE.String()
 		}

@@ -3,13 +3,14 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
-	"github.com/bmatcuk/doublestar/v4"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/go-playground/validator/v10"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,6 +19,10 @@ import (
 
 // MaxItemCount caps items.count.
 const MaxItemCount = 10_000_000
+
+// MaxNameLength bounds metadata.name: a DNS subdomain (253) less the
+// ".log" of the task's log file, whose name may not exceed 255 bytes.
+const MaxNameLength = 251
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -38,7 +43,8 @@ var validate = sync.OnceValue(func() *validator.Validate {
 		}
 	}
 	must(v.RegisterValidation("dnsname", func(fl validator.FieldLevel) bool {
-		return len(validation.IsDNS1123Subdomain(fl.Field().String())) == 0
+		s := fl.Field().String()
+		return len(s) <= MaxNameLength && len(validation.IsDNS1123Subdomain(s)) == 0
 	}))
 	must(v.RegisterValidation("envname", func(fl validator.FieldLevel) bool {
 		return envNameRE.MatchString(fl.Field().String())
@@ -194,7 +200,7 @@ func translate(fe validator.FieldError) *FieldError {
 	case "max":
 		e.Rule, e.Detail = RuleRange, "must be <= "+fe.Param()
 	case "dnsname":
-		e.Rule, e.Detail = RuleFormat, "must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit"
+		e.Rule, e.Detail = RuleFormat, "must be a lower case name of at most "+strconv.Itoa(MaxNameLength)+" characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit"
 	case "envname":
 		e.Rule, e.Detail = RuleFormat, "must be a variable name (letters, digits, '_', not starting with a digit)"
 	case "globpattern":

@@ -33,6 +33,11 @@ func TestValidateValid(t *testing.T) {
 	if errs := Validate(validTask()); errs != nil || errs.Err() != nil {
 		t.Fatalf("valid task: %v", errs)
 	}
+	longest := validTask()
+	longest.Metadata.Name = strings.Repeat("a", MaxNameLength) // NAME.log is 255 bytes
+	if errs := Validate(longest); errs != nil {
+		t.Fatalf("a name of %d characters: %v", MaxNameLength, errs)
+	}
 	bad := validTask()
 	bad.Kind = ""
 	if err := Validate(bad).Err(); err == nil {
@@ -50,11 +55,12 @@ func TestValidateMessages(t *testing.T) {
 		{"apiVersion", func(t *Task) { t.APIVersion = "v1" }, []string{`apiVersion: must be lardon3d.io/v1alpha1, got "v1"`}, RuleEnum},
 		{"kind", func(t *Task) { t.Kind = "Pod" }, []string{`kind: must be Task, got "Pod"`}, RuleEnum},
 		{"name missing", func(t *Task) { t.Metadata.Name = "" }, []string{`metadata.name: is required`}, RuleRequired},
-		{"name upper case", func(t *Task) { t.Metadata.Name = "Block_A" }, []string{`metadata.name: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Block_A"`}, RuleFormat},
-		{"name too long", func(t *Task) { t.Metadata.Name = strings.Repeat("a", 254) }, []string{`metadata.name: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "` + strings.Repeat("a", 57) + `..."`}, RuleFormat},
+		{"name upper case", func(t *Task) { t.Metadata.Name = "Block_A" }, []string{`metadata.name: must be a lower case name of at most 251 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Block_A"`}, RuleFormat},
+		{"name too long for its log file", func(t *Task) { t.Metadata.Name = strings.Repeat("a", 252) }, []string{`metadata.name: must be a lower case name of at most 251 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "` + strings.Repeat("a", 57) + `..."`}, RuleFormat},
+		{"name too long", func(t *Task) { t.Metadata.Name = strings.Repeat("a", 254) }, []string{`metadata.name: must be a lower case name of at most 251 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "` + strings.Repeat("a", 57) + `..."`}, RuleFormat},
 		{"strict without memory", func(t *Task) { t.Spec.Resources.Estimate = EstimateStrict }, []string{`spec.resources.estimate: strict needs a memory cost (fixed, perItem or perThread memory), got strict`}, RuleRequired},
 		{"estimate", func(t *Task) { t.Spec.Resources.Estimate = "guess" }, []string{`spec.resources.estimate: must be one of declared|learned|strict, got "guess"`}, RuleEnum},
-		{"profile", func(t *Task) { t.Spec.Resources.Profile = "COLMAP 640" }, []string{`spec.resources.profile: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "COLMAP 640"`}, RuleFormat},
+		{"profile", func(t *Task) { t.Spec.Resources.Profile = "COLMAP 640" }, []string{`spec.resources.profile: must be a lower case name of at most 251 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "COLMAP 640"`}, RuleFormat},
 		{"class", func(t *Task) { t.Spec.Class = "feature" }, []string{`spec.class: must be one of import|thumbnails|exif|features|matching|sfm|depthmaps|mesh|texture|custom, got "feature"`}, RuleEnum},
 		{"command missing", func(t *Task) { t.Spec.Command = nil }, []string{`spec.command: is required`}, RuleRequired},
 		{"command empty program", func(t *Task) { t.Spec.Command = []string{"", "x"} }, []string{`spec.command[0]: must name the program to run, got ""`}, RuleRequired},
@@ -85,7 +91,7 @@ func TestValidateMessages(t *testing.T) {
 		{"retries negative", func(t *Task) { t.Spec.Retries = -1 }, []string{`spec.retries: must be >= 0, got -1`}, RuleRange},
 		{"retries cap", func(t *Task) { t.Spec.Retries = 101 }, []string{`spec.retries: must be <= 100, got 101`}, RuleRange},
 		{"batchTimeout negative", func(t *Task) { t.Spec.BatchTimeout = &metav1.Duration{Duration: -time.Hour} }, []string{`spec.batchTimeout: must be >= 0, got -1h0m0s`}, RuleRange},
-		{"dependsOn name", func(t *Task) { t.Spec.DependsOn = []string{"Import"} }, []string{`spec.dependsOn[0]: must be a lower case name of at most 253 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Import"`}, RuleFormat},
+		{"dependsOn name", func(t *Task) { t.Spec.DependsOn = []string{"Import"} }, []string{`spec.dependsOn[0]: must be a lower case name of at most 251 characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit, got "Import"`}, RuleFormat},
 		{"dependsOn self", func(t *Task) { t.Spec.DependsOn = []string{"import", "features-a"} }, []string{`spec.dependsOn[1]: must not name the task itself, got "features-a"`}, RuleSelfReference},
 		{"dependsOn duplicate", func(t *Task) { t.Spec.DependsOn = []string{"import", "exif", "import"} }, []string{`spec.dependsOn[2]: must not repeat dependsOn[0], got "import"`}, RuleUnique},
 		{"env name", func(t *Task) { t.Spec.Env = []EnvVar{{Name: "OMP-THREADS", Value: "1"}} }, []string{`spec.env[0].name: must be a variable name (letters, digits, '_', not starting with a digit), got "OMP-THREADS"`}, RuleFormat},
