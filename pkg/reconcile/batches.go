@@ -76,6 +76,11 @@ type batchRunner struct {
 		// the generation still running keeps its own until it ends.
 		tasks   map[string]map[int64]*runInfo
 		running map[*runner.Batch]struct{}
+		// live counts, per task name, the batches whose processes are not
+		// all gone yet (a cancelled one in its kill grace included);
+		// liveCh is closed (and replaced) when a count falls.
+		live   map[string]int
+		liveCh chan struct{}
 		// committed is, per task, the generation and the items of it
 		// its written status commits; committedCh is closed (and
 		// replaced) when it grows.
@@ -95,6 +100,8 @@ func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(gro
 	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup, spares: runner.NewSpares()}
 	b.mu.tasks = make(map[string]map[int64]*runInfo)
 	b.mu.running = make(map[*runner.Batch]struct{})
+	b.mu.live = make(map[string]int)
+	b.mu.liveCh = make(chan struct{})
 	b.mu.committed = make(map[string]committedMark)
 	b.mu.committedCh = make(chan struct{})
 	return b
@@ -242,6 +249,12 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 			b.onProgress(progressNote{task: task, generation: gen, index: index, items: n})
 		}
 	}
+	// A batch of this task that was cancelled (its manifest deleted or
+	// renamed away, and back) may still have processes in its kill grace:
+	// the same items never run twice at once.
+	if err := b.waitGone(ctx, qb.Task); err != nil {
+		return nil, err
+	}
 	input := inputBytes(spec.Items)
 	rb, err := runner.Start(ctx, spec)
 	if err != nil {
@@ -261,6 +274,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	}
 	b.mu.Lock()
 	b.mu.running[rb] = struct{}{}
+	b.mu.live[qb.Task]++
 	b.mu.Unlock()
 	b.cleanups.Add(1)
 	go func() {
@@ -269,9 +283,32 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		_ = b.journal.ended(group)
 		b.mu.Lock()
 		delete(b.mu.running, rb)
+		if b.mu.live[qb.Task]--; b.mu.live[qb.Task] == 0 {
+			delete(b.mu.live, qb.Task)
+		}
+		close(b.mu.liveCh)
+		b.mu.liveCh = make(chan struct{})
 		b.mu.Unlock()
 	}()
 	return runningBatch{rb, input}, nil
+}
+
+// waitGone returns once no batch of the task has processes left, or with
+// ctx's error.
+func (b *batchRunner) waitGone(ctx context.Context, task string) error {
+	for {
+		b.mu.Lock()
+		n, ch := b.mu.live[task], b.mu.liveCh
+		b.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("task %q: waiting for a cancelled batch's processes to end: %w", task, context.Cause(ctx))
+		}
+	}
 }
 
 // inputBytes is the total size of the items that are regular files.
