@@ -112,6 +112,13 @@ func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 	hash := v1alpha1.SpecHash(t.Spec)
 	e.task, e.fileHash, e.parseErr = t, hash, parseErr
 	st := &e.status
+	if st.TaskName != "" && st.TaskName != e.name {
+		// A copy of another task's manifest (or its name edited): the
+		// status is that task's, not this one's progress.
+		c.log.Warn().Str("task", e.name).Str("statusOf", st.TaskName).Msg("the status in the file was written for another task; starting from nothing")
+		*st = v1alpha1.TaskStatus{}
+		c.markDirty(e, true)
+	}
 	if st.ProcessGroup != nil {
 		// The group was killed at start (killLeftovers) from the state file.
 		st.ProcessGroup = nil
@@ -271,7 +278,7 @@ func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bo
 		prevPhase = rep.Phase
 	}
 	kept := rep.ItemsDone > 0
-	st.ObservedGeneration, st.SpecHash, st.QueueSeq, st.LogFile = gen, e.fileHash, seq, ri.logPath
+	st.ObservedGeneration, st.SpecHash, st.TaskName, st.QueueSeq, st.LogFile = gen, e.fileHash, e.name, seq, ri.logPath
 	st.Progress = v1alpha1.Progress{ItemsTotal: total, ItemsDone: rep.ItemsDone, BatchesDone: rep.BatchesDone, InputsHash: inputs}
 	if !kept {
 		st.LastBatch, st.StartTime = nil, nil
@@ -372,8 +379,8 @@ func (c *Controller) resumeWith(e *entry, r itemsResolved) {
 		return
 	}
 	e.inQueue = true
-	if st.LogFile != ri.logPath || st.Progress != before || stale {
-		st.LogFile = ri.logPath
+	if st.LogFile != ri.logPath || st.TaskName != e.name || st.Progress != before || stale {
+		st.LogFile, st.TaskName = ri.logPath, e.name
 		c.markDirty(e, true)
 	}
 	if st.Phase != v1alpha1.PhasePending {
@@ -433,7 +440,7 @@ func (c *Controller) reject(e *entry, hash string, gen int64, err error) {
 	if st.ObservedGeneration != gen {
 		st.Conditions = nil // those of the generation this one replaces
 	}
-	st.SpecHash, st.ObservedGeneration = hash, gen
+	st.SpecHash, st.ObservedGeneration, st.TaskName = hash, gen, e.name
 	st.Reservation = nil
 	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
 	c.leaveActivePhase(e, v1alpha1.ReasonInvalidSpec, err.Error())

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -489,5 +490,47 @@ func TestItemsAnsweredForAnOlderVersionAreNotApplied(t *testing.T) {
 	ri := c.batches.lookup("a", 1)
 	if ri == nil || len(ri.items) != 7 || !strings.Contains(strings.Join(ri.command, " "), "echo two") {
 		t.Errorf("the batches of generation 1 run %+v", ri)
+	}
+}
+
+// TestACopiedManifestDoesNotInheritTheStatus is the attack of issue 32: a
+// running task's manifest copied under a new metadata.name ran only the
+// items after the copied progress and reported Done; a copy of a Done
+// task was Done with nothing run. A status is bound to the name it was
+// written for; one of another task starts from nothing. A status written
+// before the binding existed is trusted as before.
+func TestACopiedManifestDoesNotInheritTheStatus(t *testing.T) {
+	for _, c := range []struct {
+		name, statusOf string
+		phase          v1alpha1.Phase
+		wantGen        int64
+		wantDone       int64
+	}{
+		{"a copy of a running task", "orig", v1alpha1.PhaseRunning, 1, 0},
+		{"a copy of a Done task", "orig", v1alpha1.PhaseDone, 1, 0},
+		{"the task's own status", "copy", v1alpha1.PhaseRunning, 3, 2},
+		{"a status from before the binding", "", v1alpha1.PhaseRunning, 3, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := newScriptedQueue()
+			ctrl := bareController(t, q)
+			task := fileVersion(t, "copy", "true", "")
+			task.Status = v1alpha1.TaskStatus{Phase: c.phase, ObservedGeneration: 3, SpecHash: v1alpha1.SpecHash(task.Spec), TaskName: c.statusOf,
+				QueueSeq: 7, LogFile: filepath.Join(ctrl.cfg.StateDir, "logs", "copy.log"), Progress: v1alpha1.Progress{ItemsTotal: 4, ItemsDone: 2, BatchesDone: 1, InputsHash: v1alpha1.InputsHash(task.Spec)}}
+			ctrl.handleFile(spoolEvent(ctrl.cfg.SpoolDir+"/copy.yaml", task, nil))
+			ctrl.resolver.answerAll()
+			ctrl.applyInbox()
+			e := ctrl.tasks.named("copy")
+			if len(q.replaced) != 1 {
+				t.Fatalf("handed %d tasks to the queue", len(q.replaced))
+			}
+			got := q.replaced[0]
+			if got.Generation != c.wantGen || got.ItemsDone != c.wantDone || got.Terminal != "" {
+				t.Errorf("queued generation %d from %d items (terminal %q); want generation %d from %d", got.Generation, got.ItemsDone, got.Terminal, c.wantGen, c.wantDone)
+			}
+			if e.status.TaskName != "copy" {
+				t.Errorf("the status is bound to %q", e.status.TaskName)
+			}
+		})
 	}
 }

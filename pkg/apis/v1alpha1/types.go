@@ -222,6 +222,10 @@ type TaskStatus struct {
 	// SpecHash identifies the spec of ObservedGeneration; a different hash
 	// means the user edited the spec (a new generation).
 	SpecHash string `json:"specHash,omitempty"`
+	// TaskName is the metadata.name the status was written for: a
+	// manifest copied under another name does not take the copied task's
+	// progress or phase (its status is another task's).
+	TaskName string `json:"taskName,omitempty"`
 	// QueueSeq is the task's FIFO position; it survives controller restarts.
 	QueueSeq int64 `json:"queueSeq,omitempty"`
 	// Conditions say why the task is where it is.
