@@ -45,6 +45,8 @@ type root struct {
 	// and writes: its own, or, for a controller running as root, the
 	// spool directory's owner (it runs their tasks as them).
 	owner int
+	// euid is the controller's effective user.
+	euid int
 }
 
 // openRoot opens dir (absolute) as a root.
@@ -57,7 +59,8 @@ func openRoot(dir string) (*root, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	owner := os.Geteuid()
+	euid := os.Geteuid()
+	owner := euid
 	if owner == 0 {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
@@ -66,7 +69,7 @@ func openRoot(dir string) (*root, error) {
 		}
 		owner = int(st.Uid)
 	}
-	return &root{dir: dir, real: real, fd: fd, owner: owner}, nil
+	return &root{dir: dir, real: real, fd: fd, owner: owner, euid: euid}, nil
 }
 
 func (r *root) close() { _ = unix.Close(r.fd) }
@@ -74,8 +77,25 @@ func (r *root) close() { _ = unix.Close(r.fd) }
 // allowed reports whether uid may own what the controller reads or writes.
 func (r *root) allowed(uid uint32) bool { return int(uid) == r.owner || uid == 0 }
 
+// allowedManifest reports whether uid may own a manifest: one the
+// controller can write a status into. A controller that is not root
+// cannot give the new version of a root-owned file its owner back, so it
+// would run the task and never commit its progress (every restart running
+// it again): it refuses the file up front.
+func (r *root) allowedManifest(uid uint32) bool {
+	return int(uid) == r.owner || (uid == 0 && r.euid == 0)
+}
+
+// foreignManifest is the error of a manifest allowedManifest refuses.
+func (r *root) foreignManifest(rel string, uid uint32) error {
+	if uid == 0 {
+		return fmt.Errorf("%s %w: owned by root, and this controller (uid %d) cannot write a status into a root-owned file; chown it to uid %d", rel, ErrForeignOwner, r.euid, r.owner)
+	}
+	return r.foreign(rel, uid)
+}
+
 func (r *root) foreign(what string, uid uint32) error {
-	if os.Geteuid() == 0 {
+	if r.euid == 0 {
 		return fmt.Errorf("%s %w: uid %d, neither the spool's owner (uid %d) nor root", what, ErrForeignOwner, uid, r.owner)
 	}
 	return fmt.Errorf("%s %w: uid %d, neither this controller's user (uid %d) nor root", what, ErrForeignOwner, uid, r.owner)
@@ -123,9 +143,9 @@ func (r *root) resolve(name string) (*target, error) {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
-			if !r.allowed(st.Uid) {
+			if !r.allowedManifest(st.Uid) {
 				_ = unix.Close(pfd)
-				return nil, r.foreign(rel, st.Uid)
+				return nil, r.foreignManifest(rel, st.Uid)
 			}
 			return &target{parent: pfd, leaf: leaf, rel: rel, st: st}, nil
 		case unix.S_IFLNK:
@@ -161,7 +181,7 @@ func (r *root) statPlain(name string) (st unix.Stat_t, ok bool) {
 	if err := Fstatat(r.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return st, false
 	}
-	return st, st.Mode&unix.S_IFMT == unix.S_IFREG && r.allowed(st.Uid)
+	return st, st.Mode&unix.S_IFMT == unix.S_IFREG && r.allowedManifest(st.Uid)
 }
 
 // inside maps a link target read in directory dirRel to a path relative to
