@@ -1,6 +1,8 @@
 package governor
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"math"
 	"strconv"
@@ -641,6 +643,10 @@ func (g *Governor) Close() error {
 // scratchDir names the directory of a scratch lease: root/prefix + id. The
 // governor only names it; the controller creates it before the batch starts
 // and removes it once the lease is released (package scratch).
+//
+// The name ends with 16 random hex digits after the id: on a volume other
+// users may write to, nobody can make the directory of a lease to come in
+// advance (to have a root controller hand it to a batch).
 func scratchDir(root, prefix string, id uint64) string {
 	for len(root) > 1 && root[len(root)-1] == '/' {
 		root = root[:len(root)-1]
@@ -648,7 +654,9 @@ func scratchDir(root, prefix string, id uint64) string {
 	if root == "/" {
 		root = ""
 	}
-	return root + "/" + prefix + strconv.FormatUint(id, 10)
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand, Go 1.24)
+	return root + "/" + prefix + strconv.FormatUint(id, 10) + "-" + hex.EncodeToString(nonce[:])
 }
 
 // maxBytes stands for an overflowing amount in decisions.

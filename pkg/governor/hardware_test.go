@@ -1,6 +1,10 @@
 package governor
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
 
 // TestAScratchVolumeOfUnknownFreeSpaceMakesDemandsWait: a volume reported
 // Unknown stays in the registry (its leases stay), grants nothing, and a
@@ -76,8 +80,8 @@ func TestUpdateReportsFreedHeadroomOnly(t *testing.T) {
 }
 
 // TestLeasePrefixNamesTheLeaseDirectory: the contract's ScratchDir is
-// VOLUME/PREFIX+id, with the default prefix unless one is given; a prefix
-// with a slash is ignored.
+// VOLUME/PREFIX+id-NONCE, with the default prefix unless one is given; a
+// prefix with a slash is ignored. The nonce differs from lease to lease.
 func TestLeasePrefixNamesTheLeaseDirectory(t *testing.T) {
 	for _, c := range []struct{ prefix, want string }{
 		{"", "/scratch/lardon3d-lease-1"},
@@ -90,8 +94,14 @@ func TestLeasePrefixNamesTheLeaseDirectory(t *testing.T) {
 		if !ok {
 			t.Fatal("not granted")
 		}
-		if got := r.Contract().ScratchDir; got != c.want {
-			t.Errorf("prefix %q: ScratchDir %q, want %q", c.prefix, got, c.want)
+		got := r.Contract().ScratchDir
+		name, nonce, _ := strings.Cut(strings.TrimPrefix(got, c.want), "-")
+		if !strings.HasPrefix(got, c.want+"-") || name != "" || !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(nonce) {
+			t.Errorf("prefix %q: ScratchDir %q, want %q-NONCE", c.prefix, got, c.want)
+		}
+		_, r2, _ := g.Reserve(est(func(e *Estimate) { e.ScratchBytes = Gi }))
+		if again := r2.Contract().ScratchDir; len(again) < 16 || again[len(again)-16:] == nonce {
+			t.Errorf("two leases with the same nonce: %s, %s", got, again)
 		}
 	}
 }

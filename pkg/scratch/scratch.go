@@ -41,6 +41,9 @@ type Leases struct {
 		pending []string
 		// stopped is set once Run returned: Release then removes at once.
 		stopped bool
+		// made are the lease directories Create made and Release has not
+		// handed back: a batch retried under its lease finds its own.
+		made map[string]bool
 	}
 }
 
@@ -58,7 +61,7 @@ func New(owner string, volumes []string, log zerolog.Logger) *Leases {
 		log:     log,
 		wake:    make(chan struct{}, 1),
 	}
-	l.leftover = regexp.MustCompile(`^` + regexp.QuoteMeta(NamePrefix+l.owner+"-") + `([0-9a-f]{16})-[0-9]+$`)
+	l.leftover = regexp.MustCompile(`^` + regexp.QuoteMeta(NamePrefix+l.owner+"-") + `([0-9a-f]{16})-[0-9]+(-[0-9a-f]{16})?$`)
 	return l
 }
 
@@ -72,29 +75,57 @@ func isLease(dir string) bool {
 	return strings.HasPrefix(base, NamePrefix) && len(base) > len(NamePrefix) && !strings.ContainsRune(base, os.PathSeparator)
 }
 
-// Create makes the directory of a lease (mode 0700) on its volume. The
-// volume itself must exist: a volume gone is an error, not a directory
-// tree made anew. A directory already there (a retry of a batch under the
-// same lease) is fine.
+// Create makes the directory of a lease (mode 0700) on its volume, a
+// directory that must not exist before (mkdir fails on one that does, as
+// O_EXCL would): only the directory this Leases made for the lease, for an
+// earlier attempt of its batch, is taken again. One made in advance by
+// anyone else (on a volume others may write to, to have it handed to
+// another user's batch) is refused, as is what mkdir made if it is not a
+// 0700 directory of the controller's user. The volume itself must exist:
+// a volume gone is an error, not a directory tree made anew.
 func (l *Leases) Create(dir string) error {
 	if !isLease(dir) {
 		return fmt.Errorf("create %s: %w", dir, ErrNotALease)
 	}
-	err := os.Mkdir(dir, 0o700)
-	if errors.Is(err, fs.ErrExist) {
-		// Ours from an earlier attempt of the batch: a directory (not a
-		// link) of the controller's user. Anyone else's (made in advance
-		// on a shared volume, to be handed to another user's batch) is
-		// refused.
-		if fi, serr := os.Lstat(dir); serr == nil && fi.IsDir() {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-				return fmt.Errorf("create scratch lease directory: %s exists and belongs to uid %d, not to the controller", dir, st.Uid)
-			}
-			return nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.made[dir] {
+		// Handed to the batch's user, maybe (its owner is theirs now):
+		// still a directory, not a link put in its place.
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("create scratch lease directory: %s is no longer the directory made for its lease; refused", dir)
 		}
+		return nil
 	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create scratch lease directory: %s exists before its lease: someone made it in advance; refused", dir)
+		}
+		return fmt.Errorf("create scratch lease directory: %w", err)
+	}
+	if err := checkMine(dir); err != nil {
+		return err
+	}
+	if l.mu.made == nil {
+		l.mu.made = make(map[string]bool)
+	}
+	l.mu.made[dir] = true
+	return nil
+}
+
+// checkMine checks that dir is a directory (not a link) of the
+// controller's user, mode 0700.
+func checkMine(dir string) error {
+	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("create scratch lease directory: %w", err)
+	}
+	uid := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid = int(st.Uid)
+	}
+	if !fi.IsDir() || uid != os.Geteuid() || fi.Mode().Perm() != 0o700 {
+		return fmt.Errorf("create scratch lease directory: %s is not a 0700 directory of the controller's user (%s, uid %d); refused", dir, fi.Mode(), uid)
 	}
 	return nil
 }
@@ -106,6 +137,7 @@ func (l *Leases) Release(dir string) {
 		return
 	}
 	l.mu.Lock()
+	delete(l.mu.made, dir)
 	if l.mu.stopped {
 		l.mu.Unlock()
 		l.remove(dir)

@@ -129,3 +129,38 @@ func TestPrefixesDifferAcrossStartsAndLeftoversAreOursOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestALeaseDirectoryMadeInAdvanceIsRefused is the attack of issue 32: on
+// a volume others may write to, a user made the lease directories to come
+// (their names were predictable) with links inside, and a root
+// controller handed them to its batches. A lease's directory must not
+// exist before Create makes it, whoever owns it; one Create made and
+// someone replaced with a link is refused too. (The governor's names end
+// with a random nonce: TestLeasePrefixNamesTheLeaseDirectory.)
+func TestALeaseDirectoryMadeInAdvanceIsRefused(t *testing.T) {
+	vol := t.TempDir()
+	l := New("/spool", []string{vol}, zerolog.Nop())
+	early := filepath.Join(vol, l.Prefix()+"3-00112233aabbccdd")
+	if err := os.Mkdir(early, 0o700); err != nil { // even the controller's own user's
+		t.Fatal(err)
+	}
+	if err := l.Create(early); err == nil {
+		t.Error("Create took a directory made before its lease")
+	}
+	dir := filepath.Join(vol, l.Prefix()+"4-00112233aabbccdd")
+	if err := l.Create(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Create(dir); err != nil {
+		t.Fatalf("the retry of a batch under its lease: %v", err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Create(dir); err == nil {
+		t.Error("Create took a link put in place of the lease's directory")
+	}
+}

@@ -262,6 +262,7 @@ func (e *emitter) status(st *v1alpha1.TaskStatus) {
 	}
 	e.strOmit("specHash", st.SpecHash)
 	e.timeOmit("startTime", st.StartTime)
+	e.strOmit("taskName", st.TaskName)
 }
 
 // appendScalar appends s as a YAML scalar that every reader decodes to
