@@ -398,7 +398,7 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			s.log.Debug().Str("task", path).Err(err).Msg("items not resolvable on this node")
 			continue
 		}
-		est := reconcile.EstimateFor(&core.Spec, max(int64(len(items)), 1))
+		est := reconcile.EstimateFor(&core.Spec, max(items.Len(), 1))
 		d := s.cfg.Governor.Decide(est)
 		switch d.Verdict {
 		case governor.Admit, governor.ReduceBatch:

@@ -20,7 +20,7 @@ type runInfo struct {
 	command []string
 	env     []runner.EnvVar
 	workDir string
-	items   []string
+	items   v1alpha1.ItemList
 	logPath string
 	runDir  string
 	// user runs the batches (nil: the controller's user).
@@ -198,8 +198,8 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		return nil, fmt.Errorf("task %q generation %d: unknown to the batch runner", qb.Task, qb.Generation)
 	}
 	end := qb.Start + qb.Size
-	if qb.Start < 0 || end > int64(len(ri.items)) {
-		return nil, fmt.Errorf("task %q: batch items [%d, %d) out of range (%d items)", qb.Task, qb.Start, end, len(ri.items))
+	if qb.Start < 0 || end > ri.items.Len() {
+		return nil, fmt.Errorf("task %q: batch items [%d, %d) out of range (%d items)", qb.Task, qb.Start, end, ri.items.Len())
 	}
 	if b.commitFirst && qb.Start > 0 {
 		// The batch before this one must be committed in the status
@@ -226,7 +226,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		Command:         ri.command,
 		Env:             ri.env,
 		WorkingDir:      ri.workDir,
-		Items:           ri.items[qb.Start:end],
+		Items:           ri.items.Range(qb.Start, end),
 		BatchIndex:      qb.Index,
 		BatchStart:      qb.Start,
 		ItemsTotal:      qb.Total,
@@ -377,7 +377,7 @@ func (r runningBatch) Wait() queue.BatchResult {
 }
 
 // runInfoFor builds a task's runInfo from its spec.
-func runInfoFor(t *v1alpha1.Task, user *runner.User, spoolDir, stateDir string, items []string) *runInfo {
+func runInfoFor(t *v1alpha1.Task, user *runner.User, spoolDir, stateDir string, items v1alpha1.ItemList) *runInfo {
 	env := make([]runner.EnvVar, 0, 1+len(t.Spec.Env))
 	env = append(env, runner.EnvVar{Name: StateDirEnv, Value: stateDir})
 	for _, e := range t.Spec.Env {
@@ -385,8 +385,8 @@ func runInfoFor(t *v1alpha1.Task, user *runner.User, spoolDir, stateDir string, 
 	}
 	name := t.Metadata.Name
 	var inputPerItem float64
-	if len(items) > 0 {
-		inputPerItem = float64(inputBytes(items)) / float64(len(items))
+	if paths := items.Paths(); len(paths) > 0 {
+		inputPerItem = float64(inputBytes(paths)) / float64(len(paths))
 	}
 	return &runInfo{
 		inputPerItem: inputPerItem,

@@ -99,6 +99,13 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 	if p.toPhase != "" {
 		c.setPhase(e, p.toPhase, p.reason, p.message)
 	}
+	if ev.Type == queue.EventPhase && (ev.Phase == v1alpha1.PhaseDone || ev.Phase == v1alpha1.PhaseFailed) {
+		// No batch of this generation runs again (a retry or an edit is
+		// a new generation, resolved anew): its items and command go. A
+		// Rejected one stays: the queue offers it again when the
+		// hardware changes.
+		c.batches.drop(e.name, ev.Generation)
+	}
 	if ev.Type == queue.EventPhase && v1alpha1.IsTerminal(ev.Phase) && e.editPending() {
 		// An edit waited for this generation to end, Done included: it is
 		// the next generation now.

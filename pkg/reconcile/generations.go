@@ -248,7 +248,7 @@ func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bo
 		c.reject(e, e.fileHash, gen, fmt.Errorf("spec.items: %w", r.err))
 		return true
 	}
-	total := int64(len(r.items))
+	total := r.items.Len()
 	inputs := v1alpha1.InputsHash(t.Spec)
 	seq := st.QueueSeq
 	if seq == 0 {
@@ -353,7 +353,7 @@ func (c *Controller) resumeWith(e *entry, r itemsResolved) {
 		c.reject(e, e.appliedHash, st.ObservedGeneration, fmt.Errorf("spec.items: %w", r.err))
 		return
 	}
-	total := int64(len(r.items))
+	total := r.items.Len()
 	before := st.Progress
 	progress, startOver := resumedProgress(st.Progress, v1alpha1.InputsHash(t.Spec), total)
 	if startOver && before.ItemsTotal != 0 {

@@ -27,7 +27,7 @@ func (c *Controller) keepReofferable(e *entry, qt *queue.Task) {
 	// Resolved on the owner goroutine: only a task rejected for the
 	// hardware, at start.
 	items, err := resolveItems(c.cfg.SpoolDir, e.owner, e.task.Spec)
-	if err != nil || int64(len(items)) != st.Progress.ItemsTotal {
+	if err != nil || items.Len() != st.Progress.ItemsTotal {
 		return
 	}
 	qt.TerminalReason = cond.Reason

@@ -17,25 +17,25 @@ import (
 // one that user may read: the controller resolves them with its own
 // rights, and must not hand the user's batch what only root reaches
 // (neither a name nor a content).
-func resolveItems(spoolDir string, owner *runner.User, spec v1alpha1.TaskSpec) ([]string, error) {
+func resolveItems(spoolDir string, owner *runner.User, spec v1alpha1.TaskSpec) (v1alpha1.ItemList, error) {
 	if owner == nil {
 		return v1alpha1.ResolveItems(spec, spoolDir)
 	}
 	// Globbed as the user too: a pattern lists only what the user may.
-	var items []string
+	var items v1alpha1.ItemList
 	err := runner.AsUser(owner, func() error {
 		var err error
 		if items, err = v1alpha1.ResolveItems(spec, spoolDir); err != nil {
 			return err
 		}
 		denied := 0
-		for _, it := range items {
+		for _, it := range items.Paths() {
 			if filepath.IsAbs(it) && owner.MayRead(it) != nil {
 				denied++
 			}
 		}
 		if denied > 0 {
-			return fmt.Errorf("%d of %d items are not readable by uid %d, the spool's owner, as whom the task runs", denied, len(items), owner.UID)
+			return fmt.Errorf("%d of %d items are not readable by uid %d, the spool's owner, as whom the task runs", denied, items.Len(), owner.UID)
 		}
 		return nil
 	})
@@ -68,7 +68,7 @@ type itemsRequest struct {
 // itemsResolved is the resolver's answer to req.
 type itemsResolved struct {
 	req   *itemsRequest
-	items []string
+	items v1alpha1.ItemList
 	ri    *runInfo
 	err   error
 }

@@ -442,6 +442,9 @@ func TestEditsAreCarriedOutAsTheRulesSay(t *testing.T) {
 	c.handleFile(spoolEvent(bPath, fileVersion(t, "b", "true", "  dependsOn: [a]\n"), nil))
 	answered()
 	queueEvent(queue.Event{Task: "b", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4})
+	if c.batches.lookup("b", 1) != nil {
+		t.Error("a Done generation's items are still held")
+	}
 	handed := len(q.replaced)
 	event(fileVersion(t, "a", "echo four", ""), errors.New("spec.command: invalid"))
 	if e.status.Phase != v1alpha1.PhaseRejected || len(q.removed) != 1 || e.status.ObservedGeneration != 4 {
@@ -488,7 +491,7 @@ func TestItemsAnsweredForAnOlderVersionAreNotApplied(t *testing.T) {
 		t.Fatalf("handed %+v, want one generation 1 of 7 items", q.replaced)
 	}
 	ri := c.batches.lookup("a", 1)
-	if ri == nil || len(ri.items) != 7 || !strings.Contains(strings.Join(ri.command, " "), "echo two") {
+	if ri == nil || ri.items.Len() != 7 || !strings.Contains(strings.Join(ri.command, " "), "echo two") {
 		t.Errorf("the batches of generation 1 run %+v", ri)
 	}
 }

@@ -65,32 +65,65 @@ func ResolveWorkingDir(spec TaskSpec, spoolDir string) string {
 	}
 }
 
+// ItemList is a task's resolved items, in order. For items.count, item i
+// is the decimal i and nothing is stored: a count of ten million costs
+// nothing until a batch takes its range. For files and globs, it holds
+// the paths.
+type ItemList struct {
+	count   int64
+	paths   []string
+	counted bool
+}
+
+// CountedItems is the list of n counted items, "0" … "n-1".
+func CountedItems(n int64) ItemList { return ItemList{count: n, counted: true} }
+
+// PathItems is the list of the given paths.
+func PathItems(paths []string) ItemList { return ItemList{paths: paths} }
+
+// Len is the number of items.
+func (l ItemList) Len() int64 {
+	if l.counted {
+		return l.count
+	}
+	return int64(len(l.paths))
+}
+
+// Range is items [lo, hi), made as strings for a count. REQUIRES: 0 <=
+// lo <= hi <= Len().
+func (l ItemList) Range(lo, hi int64) []string {
+	if !l.counted {
+		return l.paths[lo:hi]
+	}
+	out := make([]string, hi-lo)
+	for i := range out {
+		out[i] = strconv.FormatInt(lo+int64(i), 10)
+	}
+	return out
+}
+
+// Paths are the items when they are paths (nil for a count).
+func (l ItemList) Paths() []string { return l.paths }
+
 // ResolveItems lists the task's items, baseDir being the spool directory:
-//   - count n: "0" … "n-1";
+//   - count n: "0" … "n-1", not stored (ItemList);
 //   - files: each path made absolute against the working directory, in the
 //     order given;
 //   - glob: the absolute paths matching the pattern (relative to the working
 //     directory), sorted; an error wrapping ErrNoItems when nothing matches.
-//
-// It allocates one string per item: with count near MaxItemCount, use
-// ItemCount instead.
-func ResolveItems(spec TaskSpec, baseDir string) ([]string, error) {
+func ResolveItems(spec TaskSpec, baseDir string) (ItemList, error) {
 	it := spec.Items
 	switch {
 	case it.Count != nil:
 		n := *it.Count
 		if n < 0 || n > MaxItemCount {
-			return nil, fmt.Errorf("resolve items: count %d out of [0, %d]", n, MaxItemCount)
+			return ItemList{}, fmt.Errorf("resolve items: count %d out of [0, %d]", n, MaxItemCount)
 		}
-		out := make([]string, n)
-		for i := range out {
-			out[i] = strconv.Itoa(i)
-		}
-		return out, nil
+		return CountedItems(n), nil
 	case it.Files != nil:
 		wd, err := filepath.Abs(ResolveWorkingDir(spec, baseDir))
 		if err != nil {
-			return nil, fmt.Errorf("resolve items: working directory: %w", err)
+			return ItemList{}, fmt.Errorf("resolve items: working directory: %w", err)
 		}
 		out := make([]string, len(it.Files))
 		for i, f := range it.Files {
@@ -100,22 +133,22 @@ func ResolveItems(spec TaskSpec, baseDir string) ([]string, error) {
 				out[i] = filepath.Join(wd, f)
 			}
 		}
-		return out, nil
+		return PathItems(out), nil
 	case it.Glob != "":
 		wd, err := filepath.Abs(ResolveWorkingDir(spec, baseDir))
 		if err != nil {
-			return nil, fmt.Errorf("resolve items: working directory: %w", err)
+			return ItemList{}, fmt.Errorf("resolve items: working directory: %w", err)
 		}
 		out, err := Glob(it.Glob, wd)
 		if err != nil {
-			return nil, fmt.Errorf("resolve items: glob %q: %w", it.Glob, err)
+			return ItemList{}, fmt.Errorf("resolve items: glob %q: %w", it.Glob, err)
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("resolve items: glob %q in %s: %w", it.Glob, wd, ErrNoItems)
+			return ItemList{}, fmt.Errorf("resolve items: glob %q in %s: %w", it.Glob, wd, ErrNoItems)
 		}
-		return out, nil
+		return PathItems(out), nil
 	}
-	return nil, fmt.Errorf("resolve items: none of count, files, glob is set: %w", ErrNoItems)
+	return ItemList{}, fmt.Errorf("resolve items: none of count, files, glob is set: %w", ErrNoItems)
 }
 
 // Glob lists the absolute, sorted, distinct paths matching pattern, taken

@@ -94,8 +94,8 @@ func TestResolveItems(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !slices.Equal(got, tc.want) {
-				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+			if all := got.Range(0, got.Len()); err != nil || !slices.Equal(all, tc.want) {
+				t.Fatalf("got %v, %v; want %v", all, err, tc.want)
 			}
 		})
 	}
@@ -183,5 +183,27 @@ func TestGlobHasDoubleStarAndBraces(t *testing.T) {
 	}
 	if _, err := Glob("images/[a", wd); err == nil {
 		t.Error("a malformed pattern was accepted")
+	}
+}
+
+// TestACountOfItemsCostsNothingUntilABatchTakesIt is the attack of issue
+// 32: count: 10000000 (the validator's maximum) took the controller to
+// some 700 MiB for one short manifest, pinned after Done. Resolving a
+// count allocates nothing; a batch's range is made when taken.
+func TestACountOfItemsCostsNothingUntilABatchTakesIt(t *testing.T) {
+	n := int64(MaxItemCount)
+	spec := TaskSpec{Items: Items{Count: &n}}
+	var l ItemList
+	allocs := testing.AllocsPerRun(10, func() {
+		var err error
+		if l, err = ResolveItems(spec, "/spool"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 || l.Len() != n {
+		t.Errorf("resolving %d counted items: %v allocations, length %d", n, allocs, l.Len())
+	}
+	if got := l.Range(n-3, n); !slices.Equal(got, []string{"9999997", "9999998", "9999999"}) {
+		t.Errorf("the last three items: %v", got)
 	}
 }
