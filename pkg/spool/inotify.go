@@ -55,7 +55,13 @@ func watchDir(dir string) (*dirWatch, error) {
 	return w, nil
 }
 
-func (w *dirWatch) close() { _ = w.f.Close() }
+// close stops the watch (a dirWatch with no file, whose channels are nil,
+// watches nothing).
+func (w *dirWatch) close() {
+	if w.f != nil {
+		_ = w.f.Close()
+	}
+}
 
 func (w *dirWatch) read() {
 	defer close(w.events)

@@ -119,9 +119,17 @@ func (s *Spool) Run(ctx context.Context) error {
 	defer close(s.runDone)
 	defer close(s.events)
 	s.removeLeftovers()
-	dw, err := watchDir(s.dir)
+	dw, err := watchSpool(s.dir)
+	relistLeast := s.opts.Relist
 	if err != nil {
-		return fmt.Errorf("spool %s: watch: %w", s.dir, err)
+		if !errors.Is(err, unix.EMFILE) && !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.ENFILE) {
+			return fmt.Errorf("spool %s: watch: %w", s.dir, err)
+		}
+		// The user's inotify instances or watches are exhausted (other
+		// programs hold them): the listing is the truth, events only
+		// hints; the spool is listed every second instead.
+		s.log.Warn().Err(err).Dur("every", pollRelist).Msg("no file watcher for the spool (inotify limits reached: fs.inotify.max_user_instances, max_user_watches); listing it instead")
+		dw, relistLeast = &dirWatch{}, min(relistLeast, pollRelist)
 	}
 	defer dw.close()
 	s.mu.Lock()
@@ -143,7 +151,7 @@ func (s *Spool) Run(ctx context.Context) error {
 	if !w.relist(ctx) || !w.emit(ctx, Event{Type: Synced}) {
 		return nil
 	}
-	relistT := s.opts.Clock.NewTimer(s.opts.Relist)
+	relistT := s.opts.Clock.NewTimer(relistLeast)
 	defer relistT.Stop()
 	defer func() {
 		if w.timer != nil {
@@ -185,7 +193,7 @@ func (s *Spool) Run(ctx context.Context) error {
 		case <-relistT.C():
 			start := s.opts.Clock.Now()
 			ok = w.relist(ctx)
-			relistT.Reset(relistPeriod(s.opts.Relist, s.opts.Clock.Since(start)))
+			relistT.Reset(relistPeriod(relistLeast, s.opts.Clock.Since(start)))
 		case <-settle:
 			w.armed = time.Time{}
 			ok = w.settle(ctx)
@@ -196,6 +204,14 @@ func (s *Spool) Run(ctx context.Context) error {
 		w.arm()
 	}
 }
+
+// pollRelist is the least period of the listing of a spool no inotify
+// watch could be had for.
+const pollRelist = time.Second
+
+// watchSpool starts the spool directory's watch: watchDir, a variable so
+// that a test can have the kernel refuse it.
+var watchSpool = watchDir
 
 // relistShare is how many times the last periodic listing's duration the
 // next one waits at least: listing takes at most 1/relistShare of a core.
