@@ -5,7 +5,8 @@
 //
 // # Names
 //
-// The governor names a lease's directory VOLUME/PREFIX+ID, where ID is the
+// The governor names a lease's directory VOLUME/PREFIX+ID-NONCE (NONCE 16
+// random hex digits: nobody can make it in advance), where ID is the
 // reservation id (it restarts at 1 with every governor). Leases.Prefix is
 //
 //	lardon3d-lease-OWNER-TOKEN-
@@ -15,7 +16,7 @@
 // and TOKEN 16 random hex digits drawn when the Leases is made. Names are
 // therefore never reused across restarts, and a controller recognises its
 // own leftovers exactly: RemoveLeftovers removes, in each volume, only the
-// directories named lardon3d-lease-OWNER-<16 hex>-<digits> whose token is
+// directories named lardon3d-lease-OWNER-<16 hex>-<digits>[-<16 hex>] whose token is
 // not its own. Another controller's leases (another owner) and anything
 // else on the volume are never touched.
 //
