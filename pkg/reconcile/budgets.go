@@ -29,11 +29,7 @@ func publishBudgets(stateDir string, v governor.BudgetsView, now time.Time) erro
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	tmp := filepath.Join(stateDir, "."+budgetsFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o640); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(stateDir, budgetsFile))
+	return publishFile(stateDir, budgetsFile, data)
 }
 
 // ReadBudgets reads the budgets a controller published in stateDir and when
@@ -81,11 +77,7 @@ func publishWriteErrors(stateDir string, errs map[string]WriteError) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(stateDir, "."+writeErrorsFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o640); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return publishFile(stateDir, writeErrorsFile, data)
 }
 
 // ReadWriteErrors returns the failing status writes a running controller

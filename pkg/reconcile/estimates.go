@@ -92,11 +92,7 @@ func publishEstimates(stateDir string, est []ProfileEstimate) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(stateDir, "."+estimatesFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o640); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(stateDir, estimatesFile))
+	return publishFile(stateDir, estimatesFile, data)
 }
 
 // ReadEstimates returns every profile's summary from the history a

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -51,4 +53,20 @@ func (c *Controller) publishEstimates() {
 		return
 	}
 	c.estimatesDirty, c.estimatesLearned = false, learned
+}
+
+// publishFile replaces STATE/name with data, atomically (a dotfile
+// renamed over it): a reader sees the old version or the new one, never
+// an empty or partial file, and a write that fails (a full disk) leaves
+// the old version and no dotfile behind.
+func publishFile(stateDir, name string, data []byte) error {
+	tmp := filepath.Join(stateDir, "."+name+".tmp")
+	err := os.WriteFile(tmp, data, 0o640)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(stateDir, name))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
