@@ -68,7 +68,9 @@ func ResolveWorkingDir(spec TaskSpec, spoolDir string) string {
 // ItemList is a task's resolved items, in order. For items.count, item i
 // is the decimal i and nothing is stored: a count of ten million costs
 // nothing until a batch takes its range. For files and globs, it holds
-// the paths.
+// the paths. Not an API type: no deep copy is generated.
+//
+// +kubebuilder:object:generate=false
 type ItemList struct {
 	count   int64
 	paths   []string

@@ -11,6 +11,8 @@ import (
 
 // TransitionError is SetPhase's refusal of a move AllowedTransition
 // forbids.
+//
+// +kubebuilder:object:generate=false
 type TransitionError struct {
 	// From is the phase the status stays in ("" for a task never written).
 	From Phase
