@@ -28,6 +28,12 @@ func TestParseBatchRuns(t *testing.T) {
 	if _, ok := batchSection([]byte(log), 5); ok {
 		t.Fatal("batch 5 found")
 	}
+	// A command that could not start ends its attempt.
+	notFound := "=== batch 0 items 0..0 threads 1 memory 10MiB attempt 1 at 2026-12-01T10:00:00Z ===\n" +
+		"=== batch 0 could not start: start batch 0 of t: command \"x\" not found in PATH ===\n"
+	if runs := parseBatchRuns([]byte(notFound)); len(runs) != 1 || runs[0].End != `could not start: start batch 0 of t: command "x" not found in PATH` {
+		t.Fatalf("could not start: %+v", runs)
+	}
 }
 
 func TestDescribeListsEveryBatchAndLogsPrintsOne(t *testing.T) {

@@ -132,8 +132,11 @@ type budgetsDoc struct {
 	} `json:"load"`
 	// CPUGate is the signal that defers admissions for the CPU:
 	// "pressure" (PSI), "load" (the load average) or "off".
-	CPUGate  string `json:"cpuGate"`
-	Pressure struct {
+	CPUGate string `json:"cpuGate"`
+	// CPUGateMaxWaitSeconds bounds the gate's wait while none of our
+	// batches runs; null: the gate is off or has no bound.
+	CPUGateMaxWaitSeconds *float64 `json:"cpuGateMaxWaitSeconds"`
+	Pressure              struct {
 		Available    bool        `json:"available"`
 		CPU          pressureDoc `json:"cpu"`
 		IO           pressureDoc `json:"io"`
@@ -190,9 +193,13 @@ func newBudgetsDoc(v governor.BudgetsView, source string, stale []string) budget
 	}
 	d.Load.Avg1, d.Load.Avg5, d.Load.Avg15 = v.Load1, v.Load5, v.Load15
 	d.Load.Threshold, d.Load.Deferring = positive(v.LoadThreshold), v.LoadDeferred
+	if v.CPUGate {
+		d.CPUGateMaxWaitSeconds = positive(v.CPUGateMaxWait.Seconds())
+	}
 	switch {
-	case v.LoadThreshold <= 0:
+	case !v.CPUGate:
 		d.CPUGate = "off"
+		d.Load.Threshold = nil
 	case v.CPUByPSI:
 		d.CPUGate = "pressure"
 		d.Pressure.CPUThreshold = positive(v.CPUPressureThreshold)
@@ -256,15 +263,19 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 	}
 	fmt.Fprintf(w, "\nReservations: %d active\n", v.Reservations)
 	fmt.Fprintf(w, "Memory available (kernel): %s\n", humanBytes(v.MemAvailable))
+	bound := "no bound on its wait (--cpu-gate-max-wait negative)"
+	if v.CPUGateMaxWait >= 0 {
+		bound = "waits at most " + v.CPUGateMaxWait.String() + " while none of our batches runs (--cpu-gate-max-wait)"
+	}
 	switch {
-	case v.LoadThreshold <= 0:
-		fmt.Fprintf(w, "CPU gate: off (--load-threshold negative); load %.2f %.2f %.2f\n", v.Load1, v.Load5, v.Load15)
+	case !v.CPUGate:
+		fmt.Fprintf(w, "CPU gate: off (--load-threshold or --cpu-pressure-threshold negative); load %.2f %.2f %.2f\n", v.Load1, v.Load5, v.Load15)
 	case v.CPUByPSI:
-		fmt.Fprintf(w, "CPU gate: CPU pressure (PSI) %.0f%% (recent, counted while CPUs are free), threshold %.0f%%, deferring: %v; load %.2f %.2f %.2f (not used)\n",
-			v.CPUPressure, v.CPUPressureThreshold, v.LoadDeferred, v.Load1, v.Load5, v.Load15)
+		fmt.Fprintf(w, "CPU gate: CPU pressure (PSI) %.0f%% (recent, counted while CPUs are free), threshold %.0f%%, deferring: %v, %s; load %.2f %.2f %.2f (not used)\n",
+			v.CPUPressure, v.CPUPressureThreshold, v.LoadDeferred, bound, v.Load1, v.Load5, v.Load15)
 	default:
-		fmt.Fprintf(w, "CPU gate: 1-minute load average, less the threads of running batches; load %.2f %.2f %.2f, threshold %.2f, deferring: %v\n",
-			v.Load1, v.Load5, v.Load15, v.LoadThreshold, v.LoadDeferred)
+		fmt.Fprintf(w, "CPU gate: 1-minute load average, less the threads of running batches; load %.2f %.2f %.2f, threshold %.2f, deferring: %v, %s\n",
+			v.Load1, v.Load5, v.Load15, v.LoadThreshold, v.LoadDeferred, bound)
 	}
 	if v.PSI.Available {
 		fmt.Fprintf(w, "PSI some avg10: cpu %.1f%%, io %.1f%% (threshold %.1f%%, deferring: %v), memory %.1f%%\n",

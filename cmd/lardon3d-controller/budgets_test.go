@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func TestBudgetsJSONAndYAMLHaveStableLowerCamelNames(t *testing.T) {
 		t.Errorf("-o yaml keys differ from -o json:\n%v\n%v", ykeys, keys)
 	}
 	table, _, _ := runInProcess(t, "budgets", "--spool", dir, "--load-threshold", "-1")
-	if !strings.Contains(table, "CPU gate: off (--load-threshold negative)") || strings.Contains(table, "threshold -") {
+	if !strings.Contains(table, "CPU gate: off (--load-threshold or --cpu-pressure-threshold negative)") || strings.Contains(table, "threshold -") {
 		t.Errorf("table with --load-threshold -1:\n%s", table)
 	}
 	if _, stderr, code := runInProcess(t, "budgets", "--spool", dir, "-o", "xml"); code != 2 || !strings.Contains(stderr, "want json or yaml") {
@@ -80,7 +81,7 @@ func TestBudgetsJSONAndYAMLHaveStableLowerCamelNames(t *testing.T) {
 
 // TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt: the CPU gate's signal
 // is CPU pressure when /proc/pressure/cpu can be read, the load average
-// otherwise or when asked.
+// otherwise; either threshold negative turns it off; its bound is shown.
 func TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt(t *testing.T) {
 	dir := t.TempDir()
 	want := "load"
@@ -88,16 +89,20 @@ func TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt(t *testing.T) {
 		want = "pressure"
 	}
 	for _, tc := range []struct {
-		args []string
-		gate string
-		line string
+		args    []string
+		gate    string
+		line    string
+		maxWait float64 // cpuGateMaxWaitSeconds; 0: null
 	}{
-		{nil, want, map[string]string{"pressure": "CPU gate: CPU pressure (PSI) ", "load": "CPU gate: 1-minute load average"}[want]},
-		{[]string{"--cpu-pressure-threshold", "-1"}, "load", "CPU gate: 1-minute load average"},
+		{nil, want, map[string]string{"pressure": "CPU gate: CPU pressure (PSI) ", "load": "CPU gate: 1-minute load average"}[want], 30},
+		{[]string{"--cpu-gate-max-wait", "45s"}, want, "waits at most 45s while none of our batches runs (--cpu-gate-max-wait)", 45},
+		{[]string{"--cpu-gate-max-wait", "-1s"}, want, "no bound on its wait (--cpu-gate-max-wait negative)", 0},
+		{[]string{"--cpu-pressure-threshold", "-1"}, "off", "CPU gate: off (--load-threshold or --cpu-pressure-threshold negative)", 0},
 	} {
 		js, stderr, code := runInProcess(t, append([]string{"budgets", "--spool", dir, "-o", "json"}, tc.args...)...)
 		var doc struct {
-			CPUGate  string `json:"cpuGate"`
+			CPUGate  string   `json:"cpuGate"`
+			MaxWait  *float64 `json:"cpuGateMaxWaitSeconds"`
 			Pressure struct {
 				CPUThreshold *float64 `json:"cpuThreshold"`
 			} `json:"pressure"`
@@ -108,9 +113,23 @@ func TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt(t *testing.T) {
 		if doc.CPUGate != tc.gate || (tc.gate == "pressure") != (doc.Pressure.CPUThreshold != nil && *doc.Pressure.CPUThreshold == 60) {
 			t.Errorf("%v: cpuGate %q, cpuThreshold %v; want %q", tc.args, doc.CPUGate, doc.Pressure.CPUThreshold, tc.gate)
 		}
+		if (doc.MaxWait == nil) != (tc.maxWait == 0) || (doc.MaxWait != nil && *doc.MaxWait != tc.maxWait) {
+			t.Errorf("%v: cpuGateMaxWaitSeconds %v, want %v (0: null)", tc.args, doc.MaxWait, tc.maxWait)
+		}
 		table, _, _ := runInProcess(t, append([]string{"budgets", "--spool", dir}, tc.args...)...)
 		if !strings.Contains(table, tc.line) {
 			t.Errorf("%v: table lacks %q:\n%s", tc.args, tc.line, table)
+		}
+	}
+	// The config file takes the bound as a duration; a flag overrides it.
+	cfg := filepath.Join(t.TempDir(), "budgets.yaml")
+	if err := os.WriteFile(cfg, []byte("cpuGateMaxWait: 2m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for args, line := range map[string]string{"": "waits at most 2m0s while", "--cpu-gate-max-wait=5s": "waits at most 5s while"} {
+		table, stderr, code := runInProcess(t, append([]string{"budgets", "--spool", dir, "--config", cfg}, strings.Fields(args)...)...)
+		if code != 0 || !strings.Contains(table, line) {
+			t.Errorf("--config with cpuGateMaxWait: 2m %s: exit %d %s, table lacks %q:\n%s", args, code, stderr, line, table)
 		}
 	}
 }

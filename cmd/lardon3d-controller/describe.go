@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/listing"
@@ -107,8 +109,8 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "Depends on:\t%s\n", cell(strings.Join(sp.DependsOn, ", ")))
 	}
 	r := sp.Resources
-	fmt.Fprintf(tw, "Estimate:\tfixed %s + %s per item + %s per thread; batch %d..%d; threads %d (min %d); io slots %d; gpu slots %d\n",
-		qty(r.Fixed.Memory), qty(r.PerItem.Memory), qty(r.PerThread.Memory), r.Batch.Min, r.Batch.Max, r.Threads, r.MinThreads, r.IOSlots, r.GPUSlots)
+	fmt.Fprintf(tw, "Estimate:\tfixed %s + %s per item + %s per thread; batch %s; threads %d (min %d); io slots %d; gpu slots %d\n",
+		qty(r.Fixed.Memory), qty(r.PerItem.Memory), qty(r.PerThread.Memory), batchBounds(r.Batch, st.Progress.ItemsTotal), r.Threads, r.MinThreads, r.IOSlots, r.GPUSlots)
 	describeLearned(tw, &sp, &st, learned)
 	fmt.Fprintf(tw, "Retries:\t%d\n", sp.Retries)
 	if sp.BatchTimeout != nil {
@@ -117,7 +119,7 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 	if sp.Paused {
 		fmt.Fprintf(tw, "Paused:\ttrue\n")
 	}
-	fmt.Fprintf(tw, "Progress:\t%d/%d items, %d batches\n", st.Progress.ItemsDone, st.Progress.ItemsTotal, st.Progress.BatchesDone)
+	fmt.Fprintf(tw, "Progress:\t%s\n", progressText(st))
 	reported, size, ran, running := runningReport(f.Row, now)
 	if running {
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
@@ -143,7 +145,7 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "Contract:\tnone\n")
 	}
 	if lb := st.LastBatch; lb != nil {
-		line := fmt.Sprintf("#%d items %d..%d, %d threads, attempt %d", lb.Index, lb.Start, lb.Start+lb.Size, lb.Threads, lb.Attempt)
+		line := fmt.Sprintf("#%d items %s, %d threads, attempt %d", lb.Index, itemSpan(lb.Start, lb.Size), lb.Threads, lb.Attempt)
 		if lb.EndTime != nil && lb.StartTime != nil {
 			line += fmt.Sprintf(", ran %s", lb.EndTime.Sub(lb.StartTime.Time).Round(time.Millisecond))
 		} else if lb.StartTime != nil {
@@ -178,6 +180,40 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cell(c.Type), cell(string(c.Status)), cell(c.Reason), now.Sub(c.LastTransitionTime.Time).Round(time.Second), cell(c.Message))
 		}
 	}
+}
+
+// itemSpan renders the items of a batch as the runner's log header does:
+// first..last, both included.
+func itemSpan(start, size int64) string {
+	if size <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d..%d", start, start+size-1)
+}
+
+// batchBounds renders spec.resources.batch: a glob's max stays 0 until its
+// items are resolved (v1alpha1.SetDefaults), then the item count.
+func batchBounds(b v1alpha1.BatchBounds, itemsTotal int64) string {
+	switch {
+	case b.Max > 0:
+		return fmt.Sprintf("%d..%d", b.Min, b.Max)
+	case itemsTotal > 0:
+		return fmt.Sprintf("%d..%d (the item count)", b.Min, b.EffectiveMax(itemsTotal))
+	}
+	return fmt.Sprintf("%d..the item count", b.Min)
+}
+
+// progressText is the Progress line: items done of the total and batches,
+// "-" as get's PROGRESS column says while no item is known.
+func progressText(st v1alpha1.TaskStatus) string {
+	p := st.Progress
+	if p.ItemsTotal > 0 {
+		return fmt.Sprintf("%d/%d items, %d batches", p.ItemsDone, p.ItemsTotal, p.BatchesDone)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionValid); c != nil && c.Status == metav1.ConditionFalse {
+		return "- (no items: see the Valid condition)"
+	}
+	return "- (items not resolved yet)"
 }
 
 func itemsSummary(it v1alpha1.Items) string {

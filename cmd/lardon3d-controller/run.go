@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
@@ -58,12 +59,16 @@ type budgetConfig struct {
 	// ScratchDirs are directories usable for scratch leases.
 	ScratchDirs []string `json:"scratchDirs,omitempty"`
 	// LoadThreshold is the 1-minute load per usable CPU above which new
-	// admissions wait where the kernel has no PSI (negative: never, CPU
-	// pressure included).
+	// admissions wait where the kernel has no PSI (negative: the CPU gate
+	// is off, CPU pressure included).
 	LoadThreshold *float64 `json:"loadThreshold,omitempty"`
 	// CPUPressureThreshold is the PSI cpu some avg10 percentage above which
-	// new admissions wait (negative: use the load average).
+	// new admissions wait (negative: the CPU gate is off, the load average
+	// included).
 	CPUPressureThreshold *float64 `json:"cpuPressureThreshold,omitempty"`
+	// CPUGateMaxWait bounds the CPU gate's wait while none of our batches
+	// runs (negative: no bound).
+	CPUGateMaxWait *metav1.Duration `json:"cpuGateMaxWait,omitempty"`
 	// IOPressureThreshold is the PSI io some avg10 percentage above which
 	// admissions holding IO slots wait (negative: never).
 	IOPressureThreshold *float64 `json:"ioPressureThreshold,omitempty"`
@@ -78,6 +83,7 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		cpusRes, ioSlots, gpuSlots, maxPa int
 		scratch                           []string
 		loadThr, ioThr, cpuThr            float64
+		cpuMaxWait                        time.Duration
 	)
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "YAML file with budget settings (flags override it)")
@@ -88,8 +94,9 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 	f.IntVar(&gpuSlots, "gpu-slots", 0, "GPU slots (default: one per GPU)")
 	f.IntVar(&maxPa, "max-parallel", 0, "most tasks running at once (0: as many as the governor admits)")
 	f.StringSliceVar(&scratch, "scratch-dir", nil, "directory usable for scratch leases (repeatable)")
-	f.Float64Var(&loadThr, "load-threshold", 0, "without PSI: 1-minute load per usable CPU above which new admissions wait (0: the governor's 1.5; negative: never wait for the CPU, PSI included)")
-	f.Float64Var(&cpuThr, "cpu-pressure-threshold", 0, "PSI cpu some avg10 % above which new admissions wait, where the kernel has PSI (0: the governor's 60; negative: use the load average)")
+	f.Float64Var(&loadThr, "load-threshold", 0, "CPU gate without PSI: 1-minute load per usable CPU above which new admissions wait (0: the governor's 1.5; negative: the CPU gate is off, PSI included)")
+	f.Float64Var(&cpuThr, "cpu-pressure-threshold", 0, "CPU gate where the kernel has PSI: cpu some % above which new admissions wait (0: the governor's 60; negative: the CPU gate is off, the load average included)")
+	f.DurationVar(&cpuMaxWait, "cpu-gate-max-wait", 0, "longest the CPU gate holds a batch while none of ours runs; then it is admitted however busy the CPU (0: the governor's 30s; negative: no bound)")
 	f.Float64Var(&ioThr, "io-pressure-threshold", 0, "PSI io some avg10 % above which IO-heavy admissions wait (0: the governor's 40; negative: never)")
 	return func() (budgetConfig, error) {
 		var bc budgetConfig
@@ -143,6 +150,9 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		}
 		if f.Changed("cpu-pressure-threshold") {
 			bc.CPUPressureThreshold = &cpuThr
+		}
+		if f.Changed("cpu-gate-max-wait") {
+			bc.CPUGateMaxWait = &metav1.Duration{Duration: cpuMaxWait}
 		}
 		return bc, nil
 	}
@@ -226,6 +236,9 @@ func (bc budgetConfig) governorConfig() governor.Config {
 	}
 	if bc.CPUPressureThreshold != nil {
 		cfg.CPUPressureThreshold = *bc.CPUPressureThreshold
+	}
+	if bc.CPUGateMaxWait != nil {
+		cfg.CPUGateMaxWait = bc.CPUGateMaxWait.Duration
 	}
 	return cfg
 }

@@ -73,6 +73,11 @@ type BudgetsView struct {
 	Load1, Load5, Load15 float64
 	LoadThreshold        float64
 	LoadDeferred         bool
+	// CPUGate: the CPU gate is on (neither LoadThreshold nor
+	// CPUPressureThreshold is negative in the Config). CPUGateMaxWait
+	// bounds its wait while no reservation is active (negative: none).
+	CPUGate        bool
+	CPUGateMaxWait time.Duration
 	// CPUByPSI: the CPU deferral (LoadDeferred) follows PSI cpu some avg10
 	// against CPUPressureThreshold (percent), not the load average.
 	CPUByPSI             bool
@@ -106,6 +111,7 @@ func (g *Governor) Budgets() BudgetsView {
 		Reservations: g.mu.active, NextID: g.mu.nextID,
 		Load1: s.Load1, Load5: s.Load5, Load15: s.Load15,
 		LoadThreshold: g.cfg.LoadThreshold * float64(g.mu.cpus), LoadDeferred: g.mu.load.check(now, g.cfg.Hysteresis),
+		CPUGate: g.cfg.cpuGate(), CPUGateMaxWait: g.cfg.CPUGateMaxWait,
 		CPUByPSI: g.mu.loadByPSI, CPUPressureThreshold: g.cfg.CPUPressureThreshold, CPUPressure: g.mu.cpuPSI.value,
 		PSI: s.PSI, IOPressureThreshold: g.mu.io.threshold, IODeferred: g.mu.io.check(now, g.cfg.Hysteresis),
 		SwapTotal: s.SwapTotal, SwapFree: s.SwapFree, ZramTotal: s.ZramTotal, ZramFree: s.ZramFree,

@@ -38,6 +38,9 @@ const (
 	// DefaultHysteresis is how long a signal must stay below its threshold
 	// before a deferral ends.
 	DefaultHysteresis = 10 * time.Second
+	// DefaultCPUGateMaxWait is the default bound on the CPU gate's wait
+	// while none of the governor's reservations is active.
+	DefaultCPUGateMaxWait = 30 * time.Second
 )
 
 // Config bounds the budgets. The zero value is usable: every zero field takes
@@ -74,15 +77,22 @@ type Config struct {
 	// named "config".
 	GPUUnified bool
 	// LoadThreshold is the 1-minute load average, less the threads of the
-	// active reservations, per usable CPU above which
-	// new admissions wait where the kernel has no PSI, or with
-	// CPUPressureThreshold negative (0: 1.5; negative: no CPU deferral at
-	// all, CPU pressure included).
+	// active reservations, per usable CPU above which new admissions wait
+	// where the kernel has no PSI (0: 1.5; negative: the CPU gate is off,
+	// CPU pressure included).
 	LoadThreshold float64
 	// CPUPressureThreshold is the PSI cpu "some avg10" percentage above
 	// which new admissions wait, where the kernel has PSI (0: 60;
-	// negative: use the load average instead).
+	// negative: the CPU gate is off, the load average included).
 	CPUPressureThreshold float64
+	// CPUGateMaxWait bounds how long the CPU gate (CPUPressure, LoadHigh)
+	// holds back a demand while none of the governor's reservations is
+	// active: counted on the injected clock from the first Reserve the
+	// gate held back with none active, it lets the demand through once it
+	// has passed, whatever the signal. A busy machine then slows
+	// admissions and never starves them; while a reservation is active the
+	// gate keeps holding new ones back (0: 30s; negative: no bound).
+	CPUGateMaxWait time.Duration
 	// IOPressureThreshold is the PSI io "some avg10" percentage above which
 	// admissions holding IO slots wait (0: 40; negative: disabled).
 	IOPressureThreshold float64
@@ -130,6 +140,9 @@ func (c Config) withDefaults() Config {
 	if c.CPUPressureThreshold == 0 {
 		c.CPUPressureThreshold = DefaultCPUPressureThreshold
 	}
+	if c.CPUGateMaxWait == 0 {
+		c.CPUGateMaxWait = DefaultCPUGateMaxWait
+	}
 	if c.IOPressureThreshold == 0 {
 		c.IOPressureThreshold = DefaultIOPressureThreshold
 	}
@@ -140,6 +153,10 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// cpuGate reports whether the CPU gate is on: a negative LoadThreshold or
+// CPUPressureThreshold turns it off.
+func (c Config) cpuGate() bool { return c.LoadThreshold > 0 && c.CPUPressureThreshold > 0 }
 
 // memoryMargin is the system margin for a capacity.
 func (c Config) memoryMargin(capacity int64) int64 {

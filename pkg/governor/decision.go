@@ -1,5 +1,7 @@
 package governor
 
+import "time"
+
 // Decision is the governor's answer to an estimate. "Does not fit" is a
 // decision naming the budget that ran short, never an error.
 type Decision struct {
@@ -22,8 +24,13 @@ type Decision struct {
 	BatchRequested   int64
 	ThreadsRequested int
 	// Signal and Threshold are the deferring signal's value and limit on
-	// LoadHigh (load average) and IOPressure (PSI io some avg10, percent).
+	// LoadHigh (load average), CPUPressure and IOPressure (PSI some,
+	// percent).
 	Signal, Threshold float64
+	// MaxWait is, on LoadHigh and CPUPressure, the bound on the CPU gate's
+	// wait while no reservation is active (Config.CPUGateMaxWait; negative:
+	// none).
+	MaxWait time.Duration
 	// Detail names the rule an invalid estimate broke (a constant string).
 	Detail string
 }

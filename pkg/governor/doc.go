@@ -62,13 +62,21 @@
 //     from the cumulative stall time over the last second in which the
 //     active reservations left usable CPUs free (pressureWindow: the
 //     governor's own full use of the CPUs is not a reason to wait; avg10
-//     when the total is unknown); else, or with CPUPressureThreshold negative, the load
-//     average, less the threads of the active reservations (the governor's
-//     own work), above LoadThreshold × CPUs (LoadHigh); a negative
-//     LoadThreshold turns both off. PSI io some avg10 above IOPressureThreshold for demands
-//     holding IO slots (IOPressure). A deferral ends only after its signal
-//     stayed at or below the threshold for Config.Hysteresis, measured on
-//     the injected clock from the first snapshot back below.
+//     when the total is unknown); else the load average, less the threads
+//     of the active reservations (the governor's own work), above
+//     LoadThreshold × CPUs (LoadHigh). This is the CPU gate; a negative
+//     LoadThreshold or CPUPressureThreshold turns it off. Its wait is
+//     bounded while no reservation is active: once CPUGateMaxWait (30s)
+//     has passed since the first Reserve it held back with none active,
+//     it lets demands through whatever the signal, until a grant (a busy
+//     machine slows admissions, never starves them; with a reservation
+//     active the gate holds new ones back however long, as HTCondor's
+//     desktop policy and GNU parallel's --load do; the next demand after
+//     the last release waits the bound again). Decide reads the bound and
+//     never starts it. PSI io some avg10 above IOPressureThreshold for
+//     demands holding IO slots (IOPressure). A deferral ends only after
+//     its signal stayed at or below the threshold for Config.Hysteresis,
+//     measured on the injected clock from the first snapshot back below.
 //  4. Slots and scratch (NoIOSlot, NoGPUSlot, NoScratch; ScratchUnknown when
 //     no measured volume has room but an unmeasurable one is present; a
 //     lease is only granted on a measured volume), then CPU: threads

@@ -178,9 +178,10 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 		}
 	}
 
-	// Deferrals: new admissions only, with hysteresis.
-	if g.mu.load.check(now, g.cfg.Hysteresis) {
-		d.Signal, d.Threshold = g.mu.load.value, g.mu.load.threshold
+	// Deferrals: new admissions only, with hysteresis; the CPU gate's
+	// wait is bounded while no reservation is active.
+	if g.mu.load.check(now, g.cfg.Hysteresis) && !g.lockedCPUGateWaited(now) {
+		d.Signal, d.Threshold, d.MaxWait = g.mu.load.value, g.mu.load.threshold, g.cfg.CPUGateMaxWait
 		if g.mu.loadByPSI {
 			return wait(ReasonCPUPressure, BudgetCPUPSI, 0, 0, 0)
 		}

@@ -216,6 +216,10 @@ type Governor struct {
 		// rather than the load average, as of the last Update.
 		loadByPSI bool
 		cpuPSI    pressureWindow
+		// gateHeldSince is when Reserve was first held back by the CPU
+		// gate with no reservation active; zero when it was not, since
+		// the last grant or the end of the CPU deferral.
+		gateHeldSince time.Time
 		// deferred: a deferral was active after the last Update.
 		deferred bool
 	}
@@ -308,17 +312,20 @@ func (g *Governor) Update(s Snapshot) (freed bool) {
 	// follows the machine within seconds where the 1-minute load average
 	// lags for minutes, and work running within its granted threads on
 	// free CPUs makes none. The load average is the fallback.
-	g.mu.loadByPSI = s.PSI.Available && g.cfg.CPUPressureThreshold > 0 && g.cfg.LoadThreshold > 0
+	g.mu.loadByPSI = s.PSI.Available && g.cfg.cpuGate()
 	if g.mu.loadByPSI {
 		full := g.mu.threadsReserved >= g.mu.cpus-g.mu.cpusReserved
 		g.mu.load.observe(g.mu.cpuPSI.observe(s.PSI.CPU, full, now), g.cfg.CPUPressureThreshold, true, now)
 	} else {
 		loadThreshold := g.cfg.LoadThreshold * float64(g.mu.cpus)
 		foreignLoad := max(s.Load1-float64(g.mu.threadsReserved), 0)
-		g.mu.load.observe(foreignLoad, loadThreshold, g.cfg.LoadThreshold > 0, now)
+		g.mu.load.observe(foreignLoad, loadThreshold, g.cfg.cpuGate(), now)
 	}
 	g.mu.io.observe(s.PSI.IO.SomeAvg10, g.cfg.IOPressureThreshold,
 		g.cfg.IOPressureThreshold > 0 && s.PSI.Available, now)
+	if !g.mu.load.check(now, g.cfg.Hysteresis) {
+		g.mu.gateHeldSince = time.Time{}
+	}
 
 	if changed {
 		g.lockedBump()
@@ -327,6 +334,15 @@ func (g *Governor) Update(s Snapshot) (freed bool) {
 	after.deferred = g.mu.load.check(now, g.cfg.Hysteresis) || g.mu.io.check(now, g.cfg.Hysteresis)
 	g.mu.deferred = after.deferred
 	return had && after.freedSince(before, max(64<<20, g.mu.memCapacity/100))
+}
+
+// lockedCPUGateWaited reports whether the CPU gate has held back demands
+// for Config.CPUGateMaxWait with no reservation active, and must let the
+// next one through whatever its signal.
+// REQUIRES: g.mu held.
+func (g *Governor) lockedCPUGateWaited(now time.Time) bool {
+	return g.cfg.CPUGateMaxWait >= 0 && g.mu.active == 0 && !g.mu.gateHeldSince.IsZero() &&
+		now.Sub(g.mu.gateHeldSince) >= g.cfg.CPUGateMaxWait
 }
 
 // headroom is what Update compares to tell whether a snapshot freed
@@ -516,6 +532,9 @@ func (g *Governor) Reserve(e Estimate) (Decision, Reservation, bool) {
 	now := g.clock.Now()
 	d, p := g.lockedDecide(&e, now)
 	if d.Verdict != Admit && d.Verdict != ReduceBatch {
+		if (d.Reason == ReasonCPUPressure || d.Reason == ReasonLoadHigh) && g.mu.active == 0 && g.mu.gateHeldSince.IsZero() {
+			g.mu.gateHeldSince = now
+		}
 		return d, Reservation{}, false
 	}
 	r := g.lockedCommit(&p, e.BatchMax, now)
@@ -545,6 +564,7 @@ func (g *Governor) lockedCommit(p *plan, requested int64, now time.Time) Reserva
 	g.mu.ioReserved += p.io
 	g.mu.gpuSlotsReserved += p.gpuSlots
 	g.mu.active++
+	g.mu.gateHeldSince = time.Time{}
 	c := Contract{
 		Batch: p.batch, BatchRequested: requested, Threads: p.threads,
 		MemoryBytes: p.memory, GPUMemoryBytes: p.gpuMemory,

@@ -153,13 +153,13 @@ func (d Decision) Message() string {
 		b = strconv.AppendFloat(b, d.Signal, 'f', 2, 64)
 		b = append(b, " (less the threads of running batches)"...)
 		b = appendGate(b, d, 2, "")
-		b = append(b, "; new admissions wait until it stays at or below"...)
+		b = appendCPUGateWait(b, d, "--load-threshold -1")
 	case ReasonCPUPressure:
 		b = append(b, "CPU busy: "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 0, 64)
 		b = append(b, "% of the time, runnable tasks waited for a CPU (PSI)"...)
 		b = appendGate(b, d, 0, "%")
-		b = append(b, "; new admissions wait until it stays at or below"...)
+		b = appendCPUGateWait(b, d, "--cpu-pressure-threshold -1")
 	case ReasonIOPressure:
 		b = append(b, "io pressure "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 1, 64)
@@ -199,6 +199,21 @@ func appendGate(b []byte, d Decision, prec int, unit string) []byte {
 	b = strconv.AppendFloat(b, d.Threshold, 'f', prec, 64)
 	b = append(b, unit...)
 	return append(b, " but not for long enough yet"...)
+}
+
+// appendCPUGateWait says how long the CPU gate holds new admissions and
+// which setting turns it off (off names the controller's flag; the
+// config file's key is the same in camel case).
+func appendCPUGateWait(b []byte, d Decision, off string) []byte {
+	b = append(b, "; new admissions wait until it stays at or below"...)
+	if d.MaxWait >= 0 {
+		b = append(b, ", at most "...)
+		b = append(b, d.MaxWait.String()...)
+		b = append(b, " while none of our batches runs (--cpu-gate-max-wait)"...)
+	}
+	b = append(b, "; "...)
+	b = append(b, off...)
+	return append(b, " turns the CPU gate off"...)
 }
 
 // budgetUnit names the unit of a counted budget.

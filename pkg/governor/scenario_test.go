@@ -24,7 +24,8 @@ var update = flag.Bool("update", false, "rewrite the scenario files with the act
 // output. The commands:
 //
 //	new [margin=Q capacity=Q cpus-reserved=N io-slots=N gpu-slots=N gpu-margin=Q
-//	     gpu-memory=Q gpu-unified=true load-threshold=F io-threshold=F hysteresis=D]
+//	     gpu-memory=Q gpu-unified=true load-threshold=F io-threshold=F hysteresis=D
+//	     cpu-gate-max-wait=D]
 //	snapshot mem=Q [avail=Q cpus=N cgroup=Q cgusage=Q work=Q load=F psi-io=F
 //	     swap=Q zram=Q gpu=ID:TOTAL:FREE[:unified|:unknown]... scratch=PATH:FREE[:rot]...]
 //	decide|reserve name=X [fixed=Q perItem=Q perThread=Q gpuFixed=Q gpuPerItem=Q
@@ -283,13 +284,14 @@ func (s *scenario) float(kv map[string][]string, k string) float64 {
 
 func (s *scenario) config(kv map[string][]string) Config {
 	h, _ := time.ParseDuration(s.str(kv, "hysteresis", "0s"))
+	maxWait, _ := time.ParseDuration(s.str(kv, "cpu-gate-max-wait", "0s"))
 	return Config{
 		MemoryReserved: s.qty(kv, "margin", 0), MemoryCapacity: s.qty(kv, "capacity", 0),
 		CPUsReserved: int(s.num(kv, "cpus-reserved", 0)), IOSlots: int(s.num(kv, "io-slots", 0)),
 		GPUSlots: int(s.num(kv, "gpu-slots", 0)), GPUMemoryMargin: s.qty(kv, "gpu-margin", 0),
 		GPUMemory: s.qty(kv, "gpu-memory", 0), GPUUnified: s.str(kv, "gpu-unified", "") == "true",
 		LoadThreshold: s.float(kv, "load-threshold"), IOPressureThreshold: s.float(kv, "io-threshold"),
-		Hysteresis: h,
+		Hysteresis: h, CPUGateMaxWait: maxWait,
 	}
 }
 

@@ -240,17 +240,40 @@ type advisor struct {
 func (a advisor) estimateLowMessage(b *queue.Batch, r *queue.BatchResult) string {
 	had := b.Contract.MemoryBytes
 	used := max(r.PeakMemoryBytes, had)
-	what := "the declared costs"
-	if a.e.task.Spec.Resources.EffectiveEstimate() == v1alpha1.EstimateLearned {
-		what = "the learned estimate"
-	}
-	msg := fmt.Sprintf("batch %d of %d items at %d threads was killed for memory: %s reserved %s and it needed more than %s",
-		b.Index, b.Size, b.Contract.Threads, what, governor.FormatBytes(had), governor.FormatBytes(used))
+	msg := fmt.Sprintf("batch %d of %d items at %d threads was killed for memory: %s and it needed more than %s",
+		b.Index, b.Size, b.Contract.Threads, a.reservedText(b), governor.FormatBytes(used))
 	if had > 0 && used > had {
 		msg += fmt.Sprintf(" (%d%% more)", (used-had)*100/had)
 	}
 	msg += "; retried under the measured need"
 	return msg + a.suggestion(b.Size, used)
+}
+
+// reservedText says what a batch had reserved and where the amount came
+// from, true of a reservation raised above the declaration (the retry of
+// a batch killed for memory, or the profile's measured need) as of one
+// that is the declaration. REQUIRES: owner goroutine.
+func (a advisor) reservedText(b *queue.Batch) string {
+	had := governor.FormatBytes(b.Contract.MemoryBytes)
+	spec := &a.e.task.Spec
+	if spec.Resources.EffectiveEstimate() == v1alpha1.EstimateLearned {
+		return "the learned estimate reserved " + had
+	}
+	e := EstimateFor(spec, b.Total)
+	declared := e.FixedMemory + e.PerItemMemory*b.Size + e.PerThreadMemory*int64(b.Contract.Threads)
+	if b.Contract.GPUSlots > 0 && b.Contract.GPUMemoryBytes == 0 {
+		// A unified GPU: its costs are in the RAM reservation.
+		declared += e.FixedGPUMemory + e.PerItemGPUMemory*b.Size
+	}
+	switch {
+	case declared <= 0:
+		return "it had " + had + " reserved (no memory declared)"
+	case b.Contract.MemoryBytes <= declared:
+		return "the declared costs reserved " + had
+	case b.Attempt > 1:
+		return fmt.Sprintf("it had %s reserved (declared %s, bumped after an earlier kill)", had, governor.FormatBytes(declared))
+	}
+	return fmt.Sprintf("it had %s reserved (declared %s, raised to the measured need)", had, governor.FormatBytes(declared))
 }
 
 // suggestionSep starts the suggestion of an EstimateTooLow message.

@@ -226,6 +226,9 @@ func projectEvent(st *v1alpha1.TaskStatus, ev queue.Event, strict bool, advice e
 		b := ev.Batch
 		st.LastBatch = &v1alpha1.BatchRecord{Index: b.Index, Start: b.Start, Size: b.Size, Threads: int32(b.Contract.Threads), StartTime: &now, Attempt: int32(b.Attempt)}
 		st.Reservation = ContractStatus(b.Contract)
+		// Each batch has its own contract (a retry after a kill for
+		// memory reserves more): Admitted says the one in force.
+		setCond(v1alpha1.ConditionAdmitted, metav1.ConditionTrue, v1alpha1.ReasonAdmitted, queue.ContractMessage(b.Contract))
 		return projection{write: writeSoon}
 	case queue.EventBatchEnded:
 		b, r := ev.Batch, ev.Result

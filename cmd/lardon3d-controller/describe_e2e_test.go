@@ -1,0 +1,146 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDescribeAgreesWithItselfAndWithGet is built from a user's report of
+// describe contradicting itself (issue 33, point 7), on a real controller:
+//   - the last batch's items in "Last batch:" and in the batch list are the
+//     same range (first..last, as the log header says), while it runs and
+//     once it ended;
+//   - the Admitted condition names the contract in force: the last batch,
+//     of 2 items, has a smaller one than the first batches, and the
+//     Contract line, the Admitted message and get's BATCH and MEMORY
+//     columns say the same;
+//   - a batch whose command is not found is listed as not started, never
+//     as running;
+//   - a failed batch shows its last lines of output, escaped;
+//   - a glob matching nothing shows no "batch 1..0" and "Progress: -" as
+//     get's PROGRESS does.
+func TestDescribeAgreesWithItselfAndWithGet(t *testing.T) {
+	spool := newSpool(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	// 20 items in batches of 6: #3 holds items 18..19, and waits for the
+	// gate so that it is seen running.
+	countPath := writeManifest(t, spool, "count.yaml", `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, 'if [ "$LARDON3D_BATCH_START" = 18 ]; then while [ ! -e `+gate+` ]; do sleep 0.05; done; fi']
+  items: {count: 20}
+  resources:
+    fixed: {memory: 20Mi}
+    perItem: {memory: 10Mi}
+    batch: {max: 6}
+    estimate: strict
+`)
+	writeManifest(t, spool, "nocmd.yaml", `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [lardon3d-no-such-command, a]
+  items: {count: 2}
+`)
+	writeManifest(t, spool, "fails.yaml", `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8; do echo "line $i"; done; printf "fatal: \033[31mboom\n" >&2; exit 3']
+  items: {count: 2}
+`)
+	writeManifest(t, spool, "glob.yaml", `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, 'true']
+  items: {glob: "`+filepath.Join(t.TempDir(), "*.jpg")+`"}
+`)
+	c := startController(t, spool, "--exit-when-done")
+
+	describe := func(name string) string {
+		t.Helper()
+		out, code := runCLI(t, "describe", "--spool", spool, name)
+		if code != 0 {
+			t.Fatalf("describe %s: exit %d\n%s", name, code, out)
+		}
+		return out
+	}
+	// getRow is get's row of a task: NAME PHASE PROGRESS BATCH MEMORY ...
+	getRow := func(name string) []string {
+		t.Helper()
+		out, code := runCLI(t, "get", "--spool", spool, name, "--no-headers")
+		f := strings.Fields(out)
+		if code != 0 || len(f) < 5 || f[0] != name {
+			t.Fatalf("get %s: exit %d\n%s", name, code, out)
+		}
+		return f
+	}
+	field := func(out, re string) string {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("describe lacks %s:\n%s", re, out)
+		}
+		return m[1]
+	}
+	// The last batch's items, in "Last batch:" and in the list.
+	sameRange := func(out, want string) {
+		t.Helper()
+		last := field(out, `(?m)^Last batch: +#3 items (\S+),`)
+		listed := field(out, `(?m)^  #3 +items (\S+) `)
+		if last != want || listed != want {
+			t.Errorf("last batch: %q in Last batch, %q in the list; want %q in both:\n%s", last, listed, want, out)
+		}
+	}
+
+	eventually(t, time.Minute, "count's last batch running", func() bool {
+		lb := readTask(t, countPath).Status.LastBatch
+		return lb != nil && lb.Index == 3 && lb.EndTime == nil
+	})
+	out := describe("count")
+	sameRange(out, "18..19")
+	if !regexp.MustCompile(`(?m)^  #3 .*: running$`).MatchString(out) {
+		t.Errorf("the running batch is not listed as running:\n%s", out)
+	}
+	contract := regexp.MustCompile(`(?m)^Contract: +batch (\d+) of (\d+) asked, 1 threads, (\S+) memory`).FindStringSubmatch(out)
+	admitted := regexp.MustCompile(`(?m)^  Admitted +True +Admitted +\S+ +batch (\d+) of (\d+) asked, 1 threads, (\S+) reserved$`).FindStringSubmatch(out)
+	if contract == nil || admitted == nil || contract[3] != "40.0MiB" || strings.Join(admitted[1:], " ") != strings.Join(contract[1:], " ") {
+		t.Errorf("Contract %q and Admitted %q disagree (want batch 2 of 2, 40.0MiB):\n%s", contract, admitted, out)
+	}
+	if row := getRow("count"); contract != nil && (row[3] != contract[1]+"/"+contract[2] || row[4] != contract[3]) {
+		t.Errorf("get says BATCH %s MEMORY %s, describe's contract %q", row[3], row[4], contract)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.wait(t, time.Minute); code != 1 {
+		t.Fatalf("exit %d, want 1 (nocmd and fails fail, glob is refused)", code)
+	}
+
+	out = describe("count")
+	sameRange(out, "18..19")
+	if progress, row := field(out, `(?m)^Progress: +(\d+/\d+) items, 4 batches$`), getRow("count"); progress != "20/20" || row[2] != progress {
+		t.Errorf("Progress %s, get's PROGRESS %s; want 20/20", progress, row[2])
+	}
+
+	out = describe("nocmd")
+	if regexp.MustCompile(`(?m)^  #.*: running$`).MatchString(out) || !regexp.MustCompile(`(?m)^  #0 .*attempt 1 at .*: could not start: command "lardon3d-no-such-command" not found`).MatchString(out) ||
+		!strings.Contains(out, "CommandNotFound") || strings.Contains(out, "Output:") {
+		t.Errorf("a command not found:\n%s", out)
+	}
+
+	out = describe("fails")
+	want := "Output:        the last 5 of 9 lines of batch #0 attempt 1 (logs fails --batch 0 prints all)\n" +
+		"  line 5\n  line 6\n  line 7\n  line 8\n  fatal: \\e[31mboom\n"
+	if !strings.Contains(out, want) || strings.Contains(out, "\x1b") {
+		t.Errorf("a failed batch's output: want\n%s\nin\n%s", want, out)
+	}
+
+	out = describe("glob")
+	if strings.Contains(out, "1..0") || !strings.Contains(out, "batch 1..the item count;") ||
+		!regexp.MustCompile(`(?m)^Progress: +- \(no items: see the Valid condition\)$`).MatchString(out) || getRow("glob")[2] != "-" {
+		t.Errorf("a glob matching nothing (get: %q):\n%s", getRow("glob"), out)
+	}
+}
