@@ -237,8 +237,8 @@ func (a advisor) estimateLowMessage(b *queue.Batch, r *queue.BatchResult) string
 	if a.e.task.Spec.Resources.EffectiveEstimate() == v1alpha1.EstimateLearned {
 		what = "the learned estimate"
 	}
-	msg := fmt.Sprintf("batch %d of %d items at %d threads was killed for memory: %s reserved %s and it needed more than %s",
-		b.Index, b.Size, b.Contract.Threads, what, governor.FormatBytes(had), governor.FormatBytes(used))
+	msg := fmt.Sprintf("batch %d of %s at %s was killed for memory: %s reserved %s and it needed more than %s",
+		b.Index, governor.Count(b.Size, "item"), governor.Count(int64(b.Contract.Threads), "thread"), what, governor.FormatBytes(had), governor.FormatBytes(used))
 	if had > 0 && used > had {
 		msg += fmt.Sprintf(" (%d%% more)", (used-had)*100/had)
 	}
@@ -253,7 +253,7 @@ const suggestionSep = "; suggested: "
 // one, else the bumped need of a batch killed at used bytes.
 func (a advisor) suggestion(size, used int64) string {
 	if s := Suggest(a.c.host.book, ProfileOf(&a.e.task.Spec)); s.OK {
-		note := fmt.Sprintf("from %d batches", s.Model.Samples)
+		note := "from " + governor.Count(int64(s.Model.Samples), "batch")
 		if s.Note != "" {
 			note += "; " + s.Note
 		}
