@@ -32,8 +32,9 @@ type getOptions struct {
 	watch     bool
 }
 
-// check validates the flags; an error is a usage error.
-func (o *getOptions) check() (labels.Selector, error) {
+// check validates the flags and the names given (none: every task, or
+// those -l selects); an error is a usage error.
+func (o *getOptions) check(names []string) (labels.Selector, error) {
 	switch o.output {
 	case "", "wide", "name", "json", "yaml":
 	default:
@@ -44,21 +45,19 @@ func (o *getOptions) check() (labels.Selector, error) {
 	default:
 		return nil, fmt.Errorf("--sort-by %q: want queue, name, age or phase", o.sortBy)
 	}
-	sel, err := labels.Parse(o.selector)
-	if err != nil {
-		return nil, fmt.Errorf("-l %q: %w", o.selector, err)
+	if len(names) == 0 && o.selector == "" {
+		return labels.Everything(), nil // get alone lists every task
 	}
-	return sel, nil
+	return (&taskArgs{selector: o.selector}).check(names)
 }
 
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:   "get [NAME]",
+		Use:   "get [NAME... | -l SELECTOR]",
 		Short: "List tasks as a table (in queue order), or print them as names, JSON or YAML",
-		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel, err := o.check()
+			sel, err := o.check(args)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -124,21 +123,23 @@ func listTasks(dir, stateDir string, args []string, sel labels.Selector, o *getO
 			q.Name = taskArg(args[0])
 		}
 		l.files, l.served = listing.Ask(stateDir, dir, q)
+		if l.served && len(args) > 1 {
+			// Several names: picked from the whole listing; one unknown
+			// and the spool is read, to say so in its own words.
+			var err error
+			if l.files, err = selectTasks(dir, l.files, args, sel); err != nil {
+				l.served = false
+			}
+		}
 	}
 	if !l.served {
 		files, err := readSpool(dir)
 		if err != nil {
 			return listed{}, err
 		}
-		if len(args) == 1 {
-			name := taskArg(args[0])
-			one := listing.SelectName(files, name)
-			if len(one) == 0 {
-				return listed{}, unknownTaskError(dir, name, files)
-			}
-			files = one
+		if l.files, err = selectTasks(dir, files, args, sel); err != nil {
+			return listed{}, err
 		}
-		l.files = listing.SelectLabels(files, sel)
 	}
 	sortFiles(l.files, o.sortBy)
 	if o.output == "wide" {
