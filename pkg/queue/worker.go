@@ -320,7 +320,7 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 		q.lockedEmit(e, ended)
 		q.lockedRelease(e)
 		q.lockedEnd(e, v1alpha1.PhaseFailed, reason,
-			fmt.Sprintf("batch %d (items %d..%d) failed after %d attempts: %s", b.Index, b.Start, b.Start+b.Size-1, *attempt, detail))
+			fmt.Sprintf("batch %d (items %d..%d) failed after %s: %s", b.Index, b.Start, b.Start+b.Size-1, governor.Count(int64(*attempt), "attempt"), detail))
 		return outStop, nil
 	}
 	*attempt++
