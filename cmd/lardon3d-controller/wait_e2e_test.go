@@ -29,6 +29,19 @@ func timedCLI(t *testing.T, args ...string) (string, int, time.Duration) {
 	return out, code, time.Since(start)
 }
 
+// exited waits up to within for a verb started by startCLI to exit, and
+// returns its output and exit code.
+func exited(t *testing.T, out *syncBuffer, done <-chan int, within time.Duration) (string, int) {
+	t.Helper()
+	select {
+	case code := <-done:
+		return out.String(), code
+	case <-time.After(within):
+		t.Fatalf("still running after %s: %q", within, out.String())
+		return "", -1
+	}
+}
+
 // TestWaitMeetsTimesOutAndFailsFast runs wait against a real controller:
 // kubectl's messages and exit codes, a timeout that is kept, a Failed task
 // that fails a wait for Done at once, and a retried one that does not (its
@@ -93,13 +106,8 @@ func TestWaitMeetsTimesOutAndFailsFast(t *testing.T) {
 	if out, code := runCLI(t, "resume", "--spool", spool, "held"); code != 0 {
 		t.Fatalf("resume: exit %d %q", code, out)
 	}
-	select {
-	case code := <-heldDone:
-		if code != 0 || heldOut.String() != "task/flaky condition met\ntask/held condition met\n" {
-			t.Errorf("wait -l app=b: exit %d %q", code, heldOut.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("wait -l app=b still waiting 30s after the resume: %q", heldOut.String())
+	if out, code := exited(t, heldOut, heldDone, 30*time.Second); code != 0 || out != "task/flaky condition met\ntask/held condition met\n" {
+		t.Errorf("wait -l app=b: exit %d %q", code, out)
 	}
 
 	// --for=delete: met when the manifest goes; a name that is not there
@@ -109,13 +117,10 @@ func TestWaitMeetsTimesOutAndFailsFast(t *testing.T) {
 	if out, code := runCLI(t, "delete", "--spool", spool, "slow"); code != 0 {
 		t.Fatalf("delete: exit %d %q", code, out)
 	}
-	select {
-	case code := <-delDone:
-		if code != 0 || delOut.String() != "task/gone condition met\ntask/slow condition met\n" {
-			t.Errorf("wait --for=delete: exit %d %q", code, delOut.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("wait --for=delete still waiting: %q", delOut.String())
+	// (slow first if wait read the spool after the delete)
+	if out, code := exited(t, delOut, delDone, 20*time.Second); code != 0 || len(out) != len("task/gone condition met\ntask/slow condition met\n") ||
+		!strings.Contains(out, "task/gone condition met\n") || !strings.Contains(out, "task/slow condition met\n") {
+		t.Errorf("wait --for=delete: exit %d %q", code, out)
 	}
 
 	// What kubectl refuses, and a selector that selects nothing.
