@@ -8,8 +8,8 @@ import (
 
 // taskVerbs are the verbs whose arguments are task names, and how many.
 var taskVerbs = map[string]int{
-	"get": 1, "describe": 1, "logs": 1, "pause": 1, "resume": 1, "top": 1,
-	"delete": -1, "retry": -1, // any number
+	"logs": 1, "top": 1,
+	"get": -1, "describe": -1, "pause": -1, "resume": -1, "delete": -1, "retry": -1, "wait": -1, // any number
 }
 
 // outputValues are the -o values each verb takes.

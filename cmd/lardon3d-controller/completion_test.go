@@ -15,7 +15,8 @@ func TestCompletionOffersTaskNamesAndOutputFormats(t *testing.T) {
 		want string
 	}{
 		{[]string{"describe", "f"}, "features\tNew\nfetch\tNew\n:4\n"},
-		{[]string{"describe", "mesh", ""}, ":4\n"},                          // one name only
+		{[]string{"logs", "mesh", ""}, ":4\n"},                              // one name only
+		{[]string{"pause", "mesh", ""}, "features\tNew\nfetch\tNew\n:4\n"},  // several
 		{[]string{"delete", "mesh", ""}, "features\tNew\nfetch\tNew\n:4\n"}, // not twice
 		{[]string{"retry", "task/features", "fe"}, "fetch\tNew\n:4\n"},
 		{[]string{"get", "-o", ""}, "wide\nname\njson\nyaml\n:4\n"},

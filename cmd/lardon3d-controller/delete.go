@@ -11,14 +11,20 @@ import (
 )
 
 func newDeleteCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete NAME...",
+	a := &taskArgs{}
+	cmd := &cobra.Command{
+		Use:   "delete (NAME... | -l SELECTOR)",
 		Short: "Remove tasks' manifests from the spool; the controller cancels what runs and forgets them",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Remove tasks' manifests from the spool; the controller cancels what runs
+and forgets them. Named tasks are deleted all or none: one unknown name and
+nothing is deleted. A name that several files claim goes with all of them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			files, err := deletionTargets(g.spool, args)
+			files, err := a.files(g.spool, args)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return err
+			}
+			if a.noneSelected(cmd.ErrOrStderr(), files) {
+				return nil
 			}
 			for _, f := range files {
 				if err := removeManifest(g.spool, f); err != nil {
@@ -29,36 +35,8 @@ func newDeleteCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// deletionTargets finds the manifests of every name, all or none: one
-// unknown name and nothing is deleted. A name given twice is deleted once;
-// a name that several files claim (a duplicate) goes with all of them.
-func deletionTargets(dir string, names []string) ([]listing.File, error) {
-	files, err := readSpool(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []listing.File
-	seen := map[string]bool{}
-	for _, arg := range names {
-		name := taskArg(arg)
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		var named []listing.File
-		for _, f := range files {
-			if f.Name() == name {
-				named = append(named, f)
-			}
-		}
-		if len(named) == 0 {
-			return nil, unknownTaskError(dir, name, files)
-		}
-		out = append(out, named...)
-	}
-	return out, nil
+	a.addFlags(cmd, false)
+	return cmd
 }
 
 // removeManifest removes f's name from the spool directory. The file was

@@ -18,41 +18,57 @@ import (
 )
 
 func newDescribeCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Tell a task's whole story: spec, contract, conditions, batches, why it waits",
-		Args:  cobra.ExactArgs(1),
+	a := &taskArgs{}
+	cmd := &cobra.Command{
+		Use:   "describe (NAME... | -l SELECTOR | --all)",
+		Short: "Tell tasks' whole story: spec, contract, conditions, batches, why they wait",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := findTask(g.spool, args[0])
+			files, err := a.files(g.spool, args)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return err
+			}
+			if a.noneSelected(cmd.ErrOrStderr(), files) {
+				return nil
 			}
 			stateDir := g.stateDir()
-			var learned *reconcile.ProfileEstimate
-			if f.Task != nil {
-				if est, err := reconcile.ReadEstimates(stateDir, defaultHistoryPath()); err == nil {
-					profile := reconcile.ProfileOf(&f.Task.Spec)
-					for i := range est {
-						if est[i].Profile == profile {
-							learned = &est[i]
-						}
-					}
+			est, _ := reconcile.ReadEstimates(stateDir, defaultHistoryPath())
+			errs, _ := reconcile.ReadWriteErrors(stateDir)
+			serving := servingLine(g.spool)
+			for i, f := range files {
+				if i > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
 				}
-			}
-			describe(cmd.OutOrStdout(), f, learned, servingLine(g.spool), time.Now())
-			var batches strings.Builder
-			printBatches(&batches, f)
-			fmt.Fprint(cmd.OutOrStdout(), safeText(batches.String()))
-			// A status the controller cannot write is not in the file: it
-			// publishes the failure in its state directory.
-			if errs, err := reconcile.ReadWriteErrors(stateDir); err == nil {
-				if we, ok := errs[f.Name()]; ok {
-					fmt.Fprintf(cmd.OutOrStdout(), "Status write:  failing since %s (%d attempts, retrying): %s\n",
-						we.Since.Format(time.RFC3339), we.Attempts, we.Error)
-				}
+				describeFile(cmd.OutOrStdout(), f, est, errs, serving)
 			}
 			return nil
 		},
+	}
+	a.addFlags(cmd, true)
+	return cmd
+}
+
+// describeFile prints f's story (describe, then its batches), with the
+// learned estimate of its profile among est and the failure to write its
+// status among errs, as the controller publishes them.
+func describeFile(w io.Writer, f listing.File, est []reconcile.ProfileEstimate, errs map[string]reconcile.WriteError, serving string) {
+	var learned *reconcile.ProfileEstimate
+	if f.Task != nil {
+		profile := reconcile.ProfileOf(&f.Task.Spec)
+		for i := range est {
+			if est[i].Profile == profile {
+				learned = &est[i]
+			}
+		}
+	}
+	describe(w, f, learned, serving, time.Now())
+	var batches strings.Builder
+	printBatches(&batches, f)
+	fmt.Fprint(w, safeText(batches.String()))
+	// A status the controller cannot write is not in the file: it
+	// publishes the failure in its state directory.
+	if we, ok := errs[f.Name()]; ok {
+		fmt.Fprintf(w, "Status write:  failing since %s (%d attempts, retrying): %s\n",
+			we.Since.Format(time.RFC3339), we.Attempts, we.Error)
 	}
 }
 

@@ -32,33 +32,41 @@ type getOptions struct {
 	watch     bool
 }
 
-// check validates the flags; an error is a usage error.
-func (o *getOptions) check() (labels.Selector, error) {
-	switch o.output {
-	case "", "wide", "name", "json", "yaml":
+// check validates the flags and the names given (none: every task, or
+// those -l selects); an error is a usage error.
+func (o *getOptions) check(names []string) (labels.Selector, error) {
+	switch {
+	case o.output == "", o.output == "wide", o.output == "name", o.output == "json", o.output == "yaml":
+	case templateOutput(o.output):
+		if _, _, err := parseTemplate(o.output); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, fmt.Errorf("-o %q: want wide, name, json or yaml", o.output)
+		return nil, fmt.Errorf("-o %q: want wide, name, json, yaml, jsonpath=TEMPLATE, custom-columns=SPEC or custom-columns-file=FILE", o.output)
 	}
 	switch o.sortBy {
 	case "", "queue", "name", "age", "phase":
 	default:
 		return nil, fmt.Errorf("--sort-by %q: want queue, name, age or phase", o.sortBy)
 	}
-	sel, err := labels.Parse(o.selector)
-	if err != nil {
-		return nil, fmt.Errorf("-l %q: %w", o.selector, err)
+	if len(names) == 0 && o.selector == "" {
+		return labels.Everything(), nil // get alone lists every task
 	}
-	return sel, nil
+	return (&taskArgs{selector: o.selector}).check(names)
 }
 
 func newGetCommand(g *globals) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:   "get [NAME]",
-		Short: "List tasks as a table (in queue order), or print them as names, JSON or YAML",
-		Args:  cobra.MaximumNArgs(1),
+		Use:   "get [NAME... | -l SELECTOR]",
+		Short: "List tasks as a table (in queue order), or print them as names, JSON, YAML, a jsonpath template or custom columns",
+		Long: `List tasks as a table (in queue order), or print them as names, JSON,
+YAML, a jsonpath template or custom columns, as kubectl get does. The
+objects -o json, -o jsonpath and -o custom-columns print are the manifests'
+tasks, status included: the task itself for a single name, else a list,
+{"items": [...]} (-o jsonpath='{.items[*].metadata.name}').`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel, err := o.check()
+			sel, err := o.check(args)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -85,7 +93,7 @@ func newGetCommand(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.output, "output", "o", "", "output format: wide, name, json or yaml (default: a table)")
+	f.StringVarP(&o.output, "output", "o", "", "output format: wide, name, json, yaml, jsonpath=TEMPLATE ({.items[*].metadata.name}; {.status.phase} of get NAME), custom-columns=HEADER:.json.path,... or custom-columns-file=FILE (default: a table)")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector (k8s syntax: app=colmap,stage!=mesh,env in (a,b))")
 	f.StringVar(&o.sortBy, "sort-by", "queue", "row order: queue (status.queueSeq; not yet queued last), name, age (oldest first) or phase")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
@@ -124,21 +132,23 @@ func listTasks(dir, stateDir string, args []string, sel labels.Selector, o *getO
 			q.Name = taskArg(args[0])
 		}
 		l.files, l.served = listing.Ask(stateDir, dir, q)
+		if l.served && len(args) > 1 {
+			// Several names: picked from the whole listing; one unknown
+			// and the spool is read, to say so in its own words.
+			var err error
+			if l.files, err = selectTasks(dir, l.files, args, sel); err != nil {
+				l.served = false
+			}
+		}
 	}
 	if !l.served {
 		files, err := readSpool(dir)
 		if err != nil {
 			return listed{}, err
 		}
-		if len(args) == 1 {
-			name := taskArg(args[0])
-			one := listing.SelectName(files, name)
-			if len(one) == 0 {
-				return listed{}, unknownTaskError(dir, name, files)
-			}
-			files = one
+		if l.files, err = selectTasks(dir, files, args, sel); err != nil {
+			return listed{}, err
 		}
-		l.files = listing.SelectLabels(files, sel)
 	}
 	sortFiles(l.files, o.sortBy)
 	if o.output == "wide" {
@@ -275,7 +285,7 @@ func followSpool(cmd *cobra.Command, dir string, first listed, list func() (list
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
-	seen := watchKeys(first.files)
+	seen := watchKeys(first.files, o.output, first.learned)
 	suspect := map[string]string{} // unparseable versions seen once
 	for {
 		select {
@@ -297,7 +307,7 @@ func followSpool(cmd *cobra.Command, dir string, first listed, list func() (list
 			continue
 		}
 		files := l.files
-		keys := watchKeys(files)
+		keys := watchKeys(files, o.output, l.learned)
 		var changed []listing.File
 		for _, f := range files {
 			n := f.Name()
@@ -343,7 +353,7 @@ func followSpool(cmd *cobra.Command, dir string, first listed, list func() (list
 // header, through p, which keeps every column as wide as it was printed
 // above them.
 func changedRows(p *tablePrinter, changed listed, o *getOptions) (string, error) {
-	if o.output != "" && o.output != "wide" {
+	if o.output != "" && o.output != "wide" && !columnsOutput(o.output) {
 		return showFiles(p, changed, o, true, time.Now())
 	}
 	noHeaders := *o
@@ -351,13 +361,19 @@ func changedRows(p *tablePrinter, changed listed, o *getOptions) (string, error)
 	return showFiles(p, changed, &noHeaders, false, time.Now())
 }
 
-// watchKeys maps each task name to what get -w compares: the task as JSON
-// (spec and status), or the file's error; never the time.
-func watchKeys(files []listing.File) map[string]string {
+// watchKeys maps each task name to what get -w compares, never the time:
+// for a table (output "" or "wide", learned the estimates by profile),
+// the task's row as it would be at one fixed time, so that a status
+// rewritten with nothing the row shows changed prints no row twice; else
+// the task as JSON (spec and status). The file's error is added.
+func watchKeys(files []listing.File, output string, learned map[string]*reconcile.ProfileEstimate) map[string]string {
 	out := make(map[string]string, len(files))
 	for _, f := range files {
 		k := ""
-		if f.Task != nil {
+		switch {
+		case output == "" || output == "wide":
+			k = fileRow(f, output == "wide", learned, time.Time{})
+		case f.Task != nil:
 			data, _ := json.Marshal(f.Task)
 			k = string(data)
 		}
@@ -378,9 +394,13 @@ func deletedFile(name string) listing.File {
 }
 
 // render prints l's files as a table (output "" or "wide", through p), as
-// task/NAME lines, or as JSON/YAML objects.
+// task/NAME lines, as JSON/YAML objects, or through a template
+// (renderTemplate).
 func render(w io.Writer, p *tablePrinter, l listed, output string, noHeaders, single bool, now time.Time) error {
 	files := l.files
+	if templateOutput(output) {
+		return renderTemplate(w, p, files, output, noHeaders, single)
+	}
 	switch output {
 	case "json", "yaml":
 		return renderObjects(w, files, output, single)
@@ -430,16 +450,13 @@ func fileRow(f listing.File, wide bool, learned map[string]*reconcile.ProfileEst
 // renderObjects prints the parseable tasks of files as JSON or YAML: a
 // list, or the one task of `get NAME`.
 func renderObjects(w io.Writer, files []listing.File, output string, single bool) error {
-	tasks := []*v1alpha1.Task{}
+	var tasks []*v1alpha1.Task
 	for _, f := range files {
 		if f.Task != nil {
 			tasks = append(tasks, f.Task)
 		}
 	}
-	var obj any = map[string]any{"items": tasks}
-	if single && len(tasks) == 1 {
-		obj = tasks[0]
-	}
+	obj := listObject(tasks, single)
 	if output == "json" {
 		data, err := json.MarshalIndent(obj, "", "  ")
 		if err != nil {

@@ -128,7 +128,10 @@ func TestGetRefusesWhatIsNotASpoolAndBadFlags(t *testing.T) {
 	}{
 		{[]string{"--spool", missing}, 1, fmt.Sprintf("error: spool %s: no such directory (--spool or LARDON3D_SPOOL)\n", missing)},
 		{[]string{"--spool", file}, 1, fmt.Sprintf("error: spool %s: not a directory (--spool or LARDON3D_SPOOL)\n", file)},
-		{[]string{"--spool", dir, "-o", "table"}, 2, "error: -o \"table\": want wide, name, json or yaml\n"},
+		{[]string{"--spool", dir, "-o", "table"}, 2, "error: -o \"table\": want wide, name, json, yaml, jsonpath=TEMPLATE, custom-columns=SPEC or custom-columns-file=FILE\n"},
+		{[]string{"--spool", dir, "-o", "jsonpath={.items[*"}, 2, "error: -o jsonpath: error parsing \"{.items[*\": unterminated array\n"},
+		{[]string{"--spool", dir, "-o", "custom-columns=NAME"}, 2, "error: -o custom-columns: unexpected spec \"NAME\", expected <header>:<json-path-expr>\n"},
+		{[]string{"--spool", dir, "a", "-l", "x=y"}, 2, "error: a name cannot be given with a selector (-l)\n"},
 		{[]string{"--spool", dir, "--sort-by", "size"}, 2, "error: --sort-by \"size\": want queue, name, age or phase\n"},
 		{[]string{"--spool", dir, "-l", "a in b"}, 2, "error: -l \"a in b\": unable to parse requirement: found 'b' expected: '('\n"},
 		{[]string{"--spool", dir, "--no-headers"}, 0, ""},

@@ -19,7 +19,7 @@ import (
 // files itself, as when no controller answers.
 func localListing(t *testing.T, spool string, args []string, o *getOptions) (string, error) {
 	t.Helper()
-	sel, err := o.check()
+	sel, err := o.check(args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestGetIsServedByTheRunningController(t *testing.T) {
 		cases = append(cases, listed{o: o})
 	}
 	cases = append(cases, listed{o: getOptions{sortBy: "name"}, sel: "n=1"}, listed{o: getOptions{output: "wide", sortBy: "queue"}, sel: "n!=1"},
-		listed{o: getOptions{sortBy: "queue"}, args: []string{"t03"}}, listed{o: getOptions{output: "name", sortBy: "queue"}, args: []string{"task/t05"}})
+		listed{o: getOptions{sortBy: "queue"}, args: []string{"t03"}}, listed{o: getOptions{sortBy: "name"}, args: []string{"t05", "t03"}}, listed{o: getOptions{output: "name", sortBy: "queue"}, args: []string{"task/t05"}})
 	for _, c := range cases {
 		cli := []string{"get", "--spool", spool, "--sort-by", c.o.sortBy}
 		if c.o.output != "" {

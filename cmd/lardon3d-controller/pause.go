@@ -10,40 +10,42 @@ import (
 
 // newPauseCommand builds `pause` (paused true) or `resume` (paused false).
 func newPauseCommand(g *globals, paused bool) *cobra.Command {
-	use, short := "resume NAME", "Set spec.paused: false in the task's manifest"
+	a := &taskArgs{}
+	use, short, verb := "resume (NAME... | -l SELECTOR | --all)", "Set spec.paused: false in the tasks' manifests", "resumed"
 	if paused {
-		use, short = "pause NAME", "Set spec.paused: true in the task's manifest (its processes stop, its reservation is kept)"
+		use, short, verb = "pause (NAME... | -l SELECTOR | --all)", "Set spec.paused: true in the tasks' manifests (their processes stop, their reservations are kept)", "paused"
 	}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := findTask(g.spool, args[0])
+			files, err := a.files(g.spool, args)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return err
 			}
-			if f.Unparseable() {
-				return &exitError{code: 1, err: fmt.Errorf("%s is not parseable YAML; fix it first", f.Path)}
+			if a.noneSelected(cmd.ErrOrStderr(), files) {
+				return nil
+			}
+			if err := refuseUnparseable(files); err != nil {
+				return err
 			}
 			// The controller's own checked write path, from the spool's
-			// directory descriptor; Close waits out the displaced version's
+			// directory descriptor; Close waits out the displaced versions'
 			// grace period so that no concurrent edit is lost.
 			sp, err := spool.Open(g.spool, spool.Options{AllowShared: true})
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			err = sp.SetPaused(f.Path, paused)
-			sp.Close()
-			if err != nil {
-				return &exitError{code: 1, err: err}
+			defer sp.Close()
+			for _, f := range files {
+				if err := sp.SetPaused(f.Path, paused); err != nil {
+					return &exitError{code: 1, err: err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "task %s %s\n", cell(f.Name()), verb)
 			}
-			verb := "resumed"
-			if paused {
-				verb = "paused"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "task %s %s\n", f.Name(), verb)
 			return nil
 		},
 	}
+	a.addFlags(cmd, true)
+	return cmd
 }

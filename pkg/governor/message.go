@@ -34,12 +34,20 @@ func appendBytes(b []byte, n int64) []byte {
 	return append(b, units[i], 'i', 'B')
 }
 
-// plural returns n and the noun, with an s unless n is 1.
+// Count is n and the noun, plural unless n is 1: "1 thread", "2
+// threads", "1 batch", "3 batches". Every message counting things says it so.
+func Count(n int64, noun string) string { return string(plural(nil, n, noun)) }
+
+// plural appends n and the noun, with an s (es after s, x, ch, sh)
+// unless n is 1.
 func plural(b []byte, n int64, noun string) []byte {
 	b = strconv.AppendInt(b, n, 10)
 	b = append(b, ' ')
 	b = append(b, noun...)
 	if n != 1 {
+		if strings.HasSuffix(noun, "s") || strings.HasSuffix(noun, "x") || strings.HasSuffix(noun, "ch") || strings.HasSuffix(noun, "sh") {
+			b = append(b, 'e')
+		}
 		b = append(b, 's')
 	}
 	return b

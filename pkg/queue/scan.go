@@ -401,8 +401,8 @@ func admitMessage(d governor.Decision, c governor.Contract) string {
 // ContractMessage says what a contract grants, for people: the one wording
 // of an admission in events, conditions and logs.
 func ContractMessage(c governor.Contract) string {
-	return fmt.Sprintf("batch %d of %d asked, %d threads, %s reserved",
-		c.Batch, c.BatchRequested, c.Threads, governor.FormatBytes(c.MemoryBytes))
+	return fmt.Sprintf("batch %d of %d asked, %s, %s reserved",
+		c.Batch, c.BatchRequested, governor.Count(int64(c.Threads), "thread"), governor.FormatBytes(c.MemoryBytes))
 }
 
 // lockedEstimate is the task's estimate (the Learner's for a task not in
@@ -610,8 +610,8 @@ func DecisionMessage(d governor.Decision) string {
 		unit = governor.FormatBytes
 	}
 	if d.Budget == governor.BudgetNone {
-		return fmt.Sprintf("%s %s: batch %d, %d threads", d.Verdict, d.Reason, d.Batch, d.Threads)
+		return fmt.Sprintf("%s %s: batch %d, %s", d.Verdict, d.Reason, d.Batch, governor.Count(int64(d.Threads), "thread"))
 	}
-	return fmt.Sprintf("%s %s: %s needs %s for batch %d with %d threads, %s free, margin %s, %d reservations active",
-		d.Verdict, d.Reason, d.Budget, unit(d.Need), d.Batch, d.Threads, unit(d.Free), unit(d.Margin), d.Reservations)
+	return fmt.Sprintf("%s %s: %s needs %s for batch %d with %s, %s free, margin %s, %s active",
+		d.Verdict, d.Reason, d.Budget, unit(d.Need), d.Batch, governor.Count(int64(d.Threads), "thread"), unit(d.Free), unit(d.Margin), governor.Count(int64(d.Reservations), "reservation"))
 }

@@ -285,7 +285,7 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 		if e.task.ItemsDone >= e.task.ItemsTotal {
 			q.lockedRelease(e)
 			q.lockedEnd(e, v1alpha1.PhaseDone, v1alpha1.ReasonCompleted,
-				fmt.Sprintf("all %d items done in %d batches", e.task.ItemsTotal, e.task.BatchesDone))
+				doneMessage(e.task.ItemsTotal, e.task.BatchesDone))
 			return outStop, nil
 		}
 		return outNext, nil
@@ -320,7 +320,7 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 		q.lockedEmit(e, ended)
 		q.lockedRelease(e)
 		q.lockedEnd(e, v1alpha1.PhaseFailed, reason,
-			fmt.Sprintf("batch %d (items %d..%d) failed after %d attempts: %s", b.Index, b.Start, b.Start+b.Size-1, *attempt, detail))
+			fmt.Sprintf("batch %d (items %d..%d) failed after %s: %s", b.Index, b.Start, b.Start+b.Size-1, governor.Count(int64(*attempt), "attempt"), detail))
 		return outStop, nil
 	}
 	*attempt++
@@ -349,7 +349,7 @@ func (q *Queue) lockedOverrun(e *entry, b Batch, ended Event, detail string, att
 		}
 	}
 	if never == "" && e.kills > maxKills {
-		never = fmt.Sprintf("%d batches killed for memory", e.kills)
+		never = governor.Count(int64(e.kills), "batch") + " killed for memory"
 	}
 	q.lockedEmit(e, ended)
 	if never != "" {
@@ -439,4 +439,13 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 		q.mu.Lock()
 		q.adm.Refresh()
 	}
+}
+
+// doneMessage is the Complete condition's message of a task whose total
+// items were done in batches batches.
+func doneMessage(total, batches int64) string {
+	if total == 1 {
+		return "1 item done in " + governor.Count(batches, "batch")
+	}
+	return fmt.Sprintf("all %d items done in %s", total, governor.Count(batches, "batch"))
 }

@@ -240,8 +240,8 @@ type advisor struct {
 func (a advisor) estimateLowMessage(b *queue.Batch, r *queue.BatchResult) string {
 	had := b.Contract.MemoryBytes
 	used := max(r.PeakMemoryBytes, had)
-	msg := fmt.Sprintf("batch %d of %d items at %d threads was killed for memory: %s and it needed more than %s",
-		b.Index, b.Size, b.Contract.Threads, a.reservedText(b), governor.FormatBytes(used))
+	msg := fmt.Sprintf("batch %d of %s at %s was killed for memory: %s and it needed more than %s",
+		b.Index, governor.Count(b.Size, "item"), governor.Count(int64(b.Contract.Threads), "thread"), a.reservedText(b), governor.FormatBytes(used))
 	if had > 0 && used > had {
 		msg += fmt.Sprintf(" (%d%% more)", (used-had)*100/had)
 	}
@@ -283,7 +283,7 @@ const suggestionSep = "; suggested: "
 // one, else the bumped need of a batch killed at used bytes.
 func (a advisor) suggestion(size, used int64) string {
 	if s := Suggest(a.c.host.book, ProfileOf(&a.e.task.Spec)); s.OK {
-		note := fmt.Sprintf("from %d batches", s.Model.Samples)
+		note := "from " + governor.Count(int64(s.Model.Samples), "batch")
 		if s.Note != "" {
 			note += "; " + s.Note
 		}
