@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
@@ -155,13 +156,13 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s)\n", d.Round(time.Second), left, how)
 	}
 	if c := st.Reservation; c != nil {
-		fmt.Fprintf(tw, "Contract:\tbatch %d of %d asked, %d threads, %s memory, %d io slots, %d gpu slots, granted %s ago (governor generation %d)\n",
-			c.Batch, c.BatchRequested, c.Threads, humanBytes(c.Memory.Value()), c.IOSlots, c.GPUSlots, now.Sub(c.GrantedAt.Time).Round(time.Second), c.Generation)
+		fmt.Fprintf(tw, "Contract:\tbatch %d of %d asked, %s, %s memory, %s, %s, granted %s ago (governor generation %d)\n",
+			c.Batch, c.BatchRequested, governor.Count(int64(c.Threads), "thread"), humanBytes(c.Memory.Value()), governor.Count(int64(c.IOSlots), "io slot"), governor.Count(int64(c.GPUSlots), "gpu slot"), now.Sub(c.GrantedAt.Time).Round(time.Second), c.Generation)
 	} else {
 		fmt.Fprintf(tw, "Contract:\tnone\n")
 	}
 	if lb := st.LastBatch; lb != nil {
-		line := fmt.Sprintf("#%d items %s, %d threads, attempt %d", lb.Index, itemSpan(lb.Start, lb.Size), lb.Threads, lb.Attempt)
+		line := fmt.Sprintf("#%d items %s, %s, attempt %d", lb.Index, itemSpan(lb.Start, lb.Size), governor.Count(int64(lb.Threads), "thread"), lb.Attempt)
 		if lb.EndTime != nil && lb.StartTime != nil {
 			line += fmt.Sprintf(", ran %s", lb.EndTime.Sub(lb.StartTime.Time).Round(time.Millisecond))
 		} else if lb.StartTime != nil {
@@ -224,7 +225,7 @@ func batchBounds(b v1alpha1.BatchBounds, itemsTotal int64) string {
 func progressText(st v1alpha1.TaskStatus) string {
 	p := st.Progress
 	if p.ItemsTotal > 0 {
-		return fmt.Sprintf("%d/%d items, %d batches", p.ItemsDone, p.ItemsTotal, p.BatchesDone)
+		return fmt.Sprintf("%d/%d items, %s", p.ItemsDone, p.ItemsTotal, governor.Count(p.BatchesDone, "batch"))
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionValid); c != nil && c.Status == metav1.ConditionFalse {
 		return "- (no items: see the Valid condition)"
@@ -275,11 +276,11 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 	case e.Samples > 0 && e.Note != "":
 		// One batch size seen: the fit's split is not meaningful, the
 		// peak at that size is (as the suggestion below says).
-		fmt.Fprintf(tw, "Measured:\tpeak %s at batches of %d items, the only size seen (fixed and per-item costs cannot be told apart yet), from %d batches (%d killed for memory), %s\n",
-			humanBytes(e.MaxPeak), e.MaxItems, e.Samples, e.Censored, e.State)
+		fmt.Fprintf(tw, "Measured:\tpeak %s at batches of %d items, the only size seen (fixed and per-item costs cannot be told apart yet), from %s (%d killed for memory), %s\n",
+			humanBytes(e.MaxPeak), e.MaxItems, governor.Count(int64(e.Samples), "batch"), e.Censored, e.State)
 	default:
-		fmt.Fprintf(tw, "Measured:\tfixed %s + %s per item + %s per thread (p95 residual %s), from %d batches (%d killed for memory), %s\n",
-			humanBytes(e.FittedFixed), humanBytes(e.FittedPerItem), humanBytes(e.FittedPerThread), humanBytes(e.Residual), e.Samples, e.Censored, e.State)
+		fmt.Fprintf(tw, "Measured:\tfixed %s + %s per item + %s per thread (p95 residual %s), from %s (%d killed for memory), %s\n",
+			humanBytes(e.FittedFixed), humanBytes(e.FittedPerItem), humanBytes(e.FittedPerThread), humanBytes(e.Residual), governor.Count(int64(e.Samples), "batch"), e.Censored, e.State)
 	}
 	if e.FittedPerInputByte > 0 {
 		fmt.Fprintf(tw, "Input:\tmemory follows the input files' size: %.2f bytes per input byte (profile's mean %s per item); this task's items are priced by their own size\n",
