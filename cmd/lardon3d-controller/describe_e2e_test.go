@@ -104,8 +104,8 @@ spec:
 	if !regexp.MustCompile(`(?m)^  #3 .*: running$`).MatchString(out) {
 		t.Errorf("the running batch is not listed as running:\n%s", out)
 	}
-	contract := regexp.MustCompile(`(?m)^Contract: +batch (\d+) of (\d+) asked, 1 threads, (\S+) memory`).FindStringSubmatch(out)
-	admitted := regexp.MustCompile(`(?m)^  Admitted +True +Admitted +\S+ +batch (\d+) of (\d+) asked, 1 threads, (\S+) reserved$`).FindStringSubmatch(out)
+	contract := regexp.MustCompile(`(?m)^Contract: +batch (\d+) of (\d+) asked, 1 thread, (\S+) memory`).FindStringSubmatch(out)
+	admitted := regexp.MustCompile(`(?m)^  Admitted +True +Admitted +\S+ +batch (\d+) of (\d+) asked, 1 thread, (\S+) reserved$`).FindStringSubmatch(out)
 	if contract == nil || admitted == nil || contract[3] != "40.0MiB" || strings.Join(admitted[1:], " ") != strings.Join(contract[1:], " ") {
 		t.Errorf("Contract %q and Admitted %q disagree (want batch 2 of 2, 40.0MiB):\n%s", contract, admitted, out)
 	}

@@ -374,7 +374,8 @@ func TestASpoolMatchingAPatternLaterIsServed(t *testing.T) {
 func TestALostSpoolStopsAlone(t *testing.T) {
 	sp := spoolsOfOneMachine(t, 2)
 	c := startController(t, sp[0], "--spool", sp[1])
-	eventually(t, 20*time.Second, "serving", func() bool { return strings.Contains(c.stderr.String(), `"serving"`) })
+	// Both spools watched: listed.
+	eventually(t, 20*time.Second, "both spools listed", func() bool { return strings.Count(c.stderr.String(), `"spool listed"`) == 2 })
 	if err := os.Rename(sp[1], sp[1]+".moved"); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,5 +46,33 @@ func TestASpoolWithoutInotifyIsListed(t *testing.T) {
 		t.Fatalf("Run ended: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the manifest was not seen without inotify")
+	}
+}
+
+// TestASpoolMovedBeforeItsWatchIsLost: a spool directory moved away
+// between Open and Run, and a directory made anew at its path (the
+// controller's start made SPOOL/.lardon3d there), is the spool lost, not
+// a new one watched in its place with the old one's listing.
+func TestASpoolMovedBeforeItsWatchIsLost(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sp := newTestSpool(t, dir)
+	if err := os.Rename(dir, dir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".lardon3d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- sp.Run(context.Background()) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errDirGone) {
+			t.Errorf("Run: %v, want the spool directory gone", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run watches the directory made in the spool's place")
 	}
 }

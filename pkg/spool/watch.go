@@ -132,6 +132,11 @@ func (s *Spool) Run(ctx context.Context) error {
 		dw, relistLeast = &dirWatch{}, min(relistLeast, pollRelist)
 	}
 	defer dw.close()
+	if s.moved() {
+		// Moved between Open and the watch: the watch is on whatever is at
+		// the path now, not on the spool.
+		return fmt.Errorf("spool %s: watch: %w", s.dir, errDirGone)
+	}
 	s.mu.Lock()
 	s.running = true
 	s.mu.Unlock()
@@ -191,6 +196,9 @@ func (s *Spool) Run(ctx context.Context) error {
 			s.log.Warn().Err(err).Msg("file watcher overflow, relisting the spool")
 			ok = w.relist(ctx)
 		case <-relistT.C():
+			if s.moved() {
+				return fmt.Errorf("spool %s: %w", s.dir, errDirGone)
+			}
 			start := s.opts.Clock.Now()
 			ok = w.relist(ctx)
 			relistT.Reset(relistPeriod(relistLeast, s.opts.Clock.Since(start)))
@@ -203,6 +211,20 @@ func (s *Spool) Run(ctx context.Context) error {
 		}
 		w.arm()
 	}
+}
+
+// moved reports whether the spool's path no longer leads to the
+// directory Open opened (moved or removed, and maybe made anew by
+// someone): its events would be another directory's.
+func (s *Spool) moved() bool {
+	var at, opened unix.Stat_t
+	if err := unix.Fstat(s.root.fd, &opened); err != nil {
+		return false
+	}
+	if err := unix.Stat(s.dir, &at); err != nil {
+		return errors.Is(err, unix.ENOENT)
+	}
+	return at.Dev != opened.Dev || at.Ino != opened.Ino
 }
 
 // pollRelist is the least period of the listing of a spool no inotify
