@@ -71,9 +71,9 @@ type prober struct {
 		// stuck is set when a WaitFresh ran out of time, and cleared when
 		// a probe ends.
 		stuck bool
-		// wakeAfter, when set, asks the probe numbered above it to wake
-		// the queue (a task waits for it: FreshMark).
-		wakeAfter uint64
+		// wakeAt, when set, asks the probe that brings finished to it to
+		// wake the queue (a task waits for it: FreshMark).
+		wakeAt uint64
 	}
 }
 
@@ -146,7 +146,7 @@ func (p *prober) FreshMark() (uint64, bool) {
 	p.mu.Lock()
 	mark, stale := p.mu.started, p.lockedStale()
 	if stale {
-		p.mu.wakeAfter = max(p.mu.wakeAfter, mark)
+		p.mu.wakeAt = max(p.mu.wakeAt, mark+1)
 	}
 	p.mu.Unlock()
 	if stale {
@@ -193,9 +193,9 @@ func (p *prober) probeOnce() {
 		p.mu.stuck = false
 		close(p.mu.probed)
 		p.mu.probed = make(chan struct{})
-		wake := p.mu.wakeAfter != 0 && p.mu.finished > p.mu.wakeAfter
+		wake := p.mu.wakeAt != 0 && p.mu.finished >= p.mu.wakeAt
 		if wake {
-			p.mu.wakeAfter = 0
+			p.mu.wakeAt = 0
 		}
 		p.mu.Unlock()
 		if wake && p.freed != nil {

@@ -276,3 +276,39 @@ func TestAStuckProbeCostsOneWait(t *testing.T) {
 		t.Error("not stale once the stuck probe ended and the prober went idle")
 	}
 }
+
+// TestFreshMarkWakesTheQueueOnceAFreshSnapshotIsTaken: a task handed to
+// the queue on a stale snapshot (the prober at its idle pace, or not yet
+// started) asks for a probe; the probe that follows wakes the queue once,
+// and the snapshot count passes the mark. A fresh snapshot asks nothing.
+func TestFreshMarkWakesTheQueueOnceAFreshSnapshotIsTaken(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	snapshot := func() (governor.Snapshot, error) { return fixedMachine(), nil }
+	p := newProber(governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1}), snapshot, nil, zerolog.Nop(), clk, 100*time.Millisecond)
+	woken := 0
+	p.freed = func() { woken++ }
+	mark, stale := p.FreshMark() // before any probe
+	if !stale || mark != 0 {
+		t.Fatalf("before the first probe: mark %d, stale %v", mark, stale)
+	}
+	p.probeOnce()
+	if woken != 1 || p.Snapshots() <= mark {
+		t.Fatalf("after the probe: woken %d times, %d snapshots for mark %d", woken, p.Snapshots(), mark)
+	}
+	if _, stale := p.FreshMark(); stale {
+		t.Error("stale right after a probe")
+	}
+	p.probeOnce()
+	if woken != 1 {
+		t.Errorf("a probe nobody waited for woke the queue (%d)", woken)
+	}
+	clk.Step(time.Second) // the idle pace
+	mark, stale = p.FreshMark()
+	if !stale {
+		t.Fatal("not stale after an idle second")
+	}
+	p.probeOnce()
+	if woken != 2 || p.Snapshots() <= mark {
+		t.Errorf("after the idle spell's probe: woken %d, %d snapshots for mark %d", woken, p.Snapshots(), mark)
+	}
+}
