@@ -124,6 +124,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newWaitCommand(g),
 		newTopCommand(g),
 		newEstimatesCommand(g),
+		newBatchesCommand(g),
 		newNodeCommand(g),
 	)
 	addCompletion(root, g)
