@@ -121,6 +121,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newLogsCommand(g),
 		newDeleteCommand(g),
 		newRetryCommand(g),
+		newRestartCommand(g),
 		newWaitCommand(g),
 		newTopCommand(g),
 		newEstimatesCommand(g),

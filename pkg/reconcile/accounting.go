@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"cmp"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -100,11 +99,7 @@ func bookRecords(book *history.Book) map[string][]history.Record {
 
 // publishBatches writes the newest batches of book into stateDir, atomically.
 func publishBatches(stateDir string, book *history.Book) error {
-	data, err := json.Marshal(BatchRows(bookRecords(book), PublishedBatchesMax))
-	if err != nil {
-		return err
-	}
-	return publishFile(stateDir, batchesFile, data)
+	return publishJSON(stateDir, batchesFile, BatchRows(bookRecords(book), PublishedBatchesMax))
 }
 
 // ReadBatches returns the batches of the history a controller of stateDir

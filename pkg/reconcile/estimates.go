@@ -88,11 +88,16 @@ func Estimates(book *history.Book) []ProfileEstimate {
 
 // publishEstimates writes every profile's summary into stateDir, atomically.
 func publishEstimates(stateDir string, est []ProfileEstimate) error {
-	data, err := json.Marshal(est)
+	return publishJSON(stateDir, estimatesFile, est)
+}
+
+// publishJSON publishes v as JSON in STATE/name (publishFile).
+func publishJSON(stateDir, name string, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return publishFile(stateDir, estimatesFile, data)
+	return publishFile(stateDir, name, data)
 }
 
 // ReadEstimates returns every profile's summary from the history a
