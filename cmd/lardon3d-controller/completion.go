@@ -9,13 +9,14 @@ import (
 // taskVerbs are the verbs whose arguments are task names, and how many.
 var taskVerbs = map[string]int{
 	"logs": 1, "top": 1,
-	"get": -1, "describe": -1, "pause": -1, "resume": -1, "delete": -1, "retry": -1, "wait": -1, // any number
+	"get": -1, "describe": -1, "pause": -1, "resume": -1, "delete": -1, "retry": -1, "restart": -1, "wait": -1, "batches": -1, // any number
 }
 
 // outputValues are the -o values each verb takes.
 var outputValues = map[string][]string{
 	"get":     {"wide", "name", "json", "yaml"},
 	"budgets": {"json", "yaml"},
+	"batches": {"tsv", "json"},
 }
 
 // addCompletion completes task names (from the spool of --spool) for the

@@ -121,9 +121,11 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newLogsCommand(g),
 		newDeleteCommand(g),
 		newRetryCommand(g),
+		newRestartCommand(g),
 		newWaitCommand(g),
 		newTopCommand(g),
 		newEstimatesCommand(g),
+		newBatchesCommand(g),
 		newNodeCommand(g),
 	)
 	addCompletion(root, g)

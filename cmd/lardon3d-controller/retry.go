@@ -27,47 +27,47 @@ is refused (and nothing is retried): a running task needs no retry, a Done
 one an edit. With -l or --all, the Failed and Rejected tasks among those
 selected are retried, the others left alone.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			selected, err := a.files(g.spool, args)
+			selected, err := a.parsedFiles(g.spool, args)
 			if err != nil {
-				return err
-			}
-			if err := refuseUnparseable(selected); err != nil && a.byName() {
 				return err
 			}
 			var files []listing.File
 			for _, f := range selected {
-				if f.Unparseable() {
-					continue
-				}
 				if p := f.Task.Status.Phase; p != v1alpha1.PhaseFailed && p != v1alpha1.PhaseRejected {
 					if !a.byName() {
 						continue
 					}
-					if p == "" {
-						p = "not yet seen by a controller"
-					}
-					return &exitError{code: 1, err: fmt.Errorf("task %s is %s: only a Failed or Rejected task is retried", f.Name(), p)}
+					return &exitError{code: 1, err: fmt.Errorf("task %s is %s: only a Failed or Rejected task is retried", f.Name(), phaseWord(p))}
 				}
 				files = append(files, f)
 			}
 			if a.noneSelected(cmd.ErrOrStderr(), files) {
 				return nil
 			}
-			sp, err := spool.Open(g.spool, spool.Options{AllowShared: true})
-			if err != nil {
-				return &exitError{code: 1, err: err}
-			}
-			defer sp.Close()
-			token := "retry-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-			for _, f := range files {
-				if err := sp.SetRetryToken(f.Path, token); err != nil {
-					return &exitError{code: 1, err: err}
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "task %s retried (generation %d was %s)\n", cell(f.Name()), f.Task.Status.ObservedGeneration, f.Task.Status.Phase)
-			}
-			return nil
+			return setTokens(g, files, "retry-", (*spool.Spool).SetRetryToken, func(f listing.File) string {
+				return fmt.Sprintf("task %s retried (generation %d was %s)", cell(f.Name()), f.Task.Status.ObservedGeneration, f.Task.Status.Phase)
+			}, cmd)
 		},
 	}
 	a.addFlags(cmd, true)
 	return cmd
+}
+
+// setTokens writes a new token (prefix and the time) with set into each of
+// files through the controller's own checked write path, and says done(f)
+// for each.
+func setTokens(g *globals, files []listing.File, prefix string, set func(*spool.Spool, string, string) error, done func(listing.File) string, cmd *cobra.Command) error {
+	sp, err := spool.Open(g.spool, spool.Options{AllowShared: true})
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer sp.Close()
+	token := prefix + time.Now().UTC().Format("20060102T150405.000000000Z")
+	for _, f := range files {
+		if err := set(sp, f.Path, token); err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), done(f))
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
@@ -114,6 +115,20 @@ func (a *taskArgs) noneSelected(w io.Writer, files []listing.File) bool {
 	}
 	fmt.Fprintln(w, "No resources found")
 	return true
+}
+
+// parsedFiles is files (the tasks named or selected) less the manifests
+// that are not parseable YAML, which are an error when named (a verb that
+// edits manifests cannot) and left out when selected.
+func (a *taskArgs) parsedFiles(dir string, names []string) ([]listing.File, error) {
+	selected, err := a.files(dir, names)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseUnparseable(selected); err != nil && a.byName() {
+		return nil, err
+	}
+	return slices.DeleteFunc(selected, listing.File.Unparseable), nil
 }
 
 // refuseUnparseable is an error naming the first of files that is not

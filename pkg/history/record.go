@@ -8,6 +8,13 @@ type Record struct {
 	Time time.Time `json:"time"`
 	// Task is the task's name (for people; the model ignores it).
 	Task string `json:"task,omitempty"`
+	// Batch is the batch's index within its task's generation, from 0;
+	// Generation the task's generation and Attempt the try of this batch
+	// (1 for the first). For accounting (the batches verb); the model
+	// ignores them. Records written before they existed hold zeros.
+	Batch      int64 `json:"batch"`
+	Generation int64 `json:"generation,omitempty"`
+	Attempt    int   `json:"attempt,omitempty"`
 	// Items is the batch size; Threads the threads it ran with.
 	Items   int64 `json:"items"`
 	Threads int   `json:"threads"`

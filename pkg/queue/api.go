@@ -164,6 +164,12 @@ type Task struct {
 	// ignored), unless that generation ended Done: a finished generation's
 	// progress never carries, so an edited Done task runs again.
 	CarryProgress bool
+	// Restart lets Replace take a new generation of a task a worker holds
+	// (else refused with ErrSpecPending): the generation in flight is
+	// cancelled as Remove cancels it (its batch killed, its reservation
+	// released, nothing more emitted for it) and this one replaces it,
+	// from the queue's committed progress when CarryProgress says so.
+	Restart bool
 }
 
 // Replaced is what Replace found under the task's name and what the new

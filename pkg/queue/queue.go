@@ -234,7 +234,8 @@ func (q *Queue) Upsert(t Task) error {
 //     Generation only takes Paused; another Generation replaces it.
 //   - A task that holds a worker (Reserved, Running, Paused, or between two
 //     batches) only takes Paused; if t.Generation differs, ErrSpecPending
-//     and nothing else of t is applied.
+//     and nothing else of t is applied, unless t.Restart: then the
+//     generation in flight is cancelled (as by Remove) and t replaces it.
 //
 // With t.CarryProgress, the new generation continues from the committed
 // progress of the replaced one unless it ended Done. After Close it
@@ -257,11 +258,23 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 		switch e.state {
 		case stateActive:
 			q.lockedSetPaused(e, t.Paused)
-			if t.Generation != e.task.Generation {
+			if t.Generation == e.task.Generation {
+				rep.ItemsDone, rep.BatchesDone = e.task.ItemsDone, e.task.BatchesDone
+				return rep, nil
+			}
+			if !t.Restart {
 				return rep, fmt.Errorf("upsert %s generation %d: %w", t.Name, t.Generation, ErrSpecPending)
 			}
-			rep.ItemsDone, rep.BatchesDone = e.task.ItemsDone, e.task.BatchesDone
-			return rep, nil
+			// Cancelled as Remove does; its worker, still exiting, keeps
+			// the old entry and never touches the new one.
+			old := e
+			old.removed = true
+			old.cancel()
+			poke(old)
+			old.state = stateTerminal
+			e = &entry{task: old.task}
+			q.mu.tasks[t.Name] = e
+			ok = false
 		case stateTerminal:
 			if t.Generation == e.task.Generation {
 				e.task.Paused = t.Paused
@@ -287,7 +300,7 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 		e = &entry{}
 		q.mu.tasks[t.Name] = e
 	}
-	t.CarryProgress = false
+	t.CarryProgress, t.Restart = false, false
 	rep.ItemsDone, rep.BatchesDone = t.ItemsDone, t.BatchesDone
 	// A pending task upserted again with its generation keeps its waiting
 	// state, so a relist does not re-emit every EventWaiting.

@@ -644,6 +644,36 @@ func TestUpsertWhileRunningTakesOnlyPaused(t *testing.T) {
 	h.obs.waitPhase(t, "a", v1alpha1.PhaseDone)
 }
 
+// A new generation with Restart replaces a running one at once: the
+// batch in flight is cancelled, its reservation released, and the new
+// generation continues from the committed progress (CarryProgress).
+func TestReplaceWithRestartCancelsTheRunningGeneration(t *testing.T) {
+	a := mkTask("a", 1, 6, 2)
+	a.Generation = 1
+	h := newHarness(t, Config{}, 100, a)
+	h.run.nth(t, "a", 0).ok()
+	running := h.run.nth(t, "a", 1)
+	edited := a
+	edited.Generation, edited.Restart, edited.CarryProgress = 2, true, true
+	rep, err := h.q.Replace(edited)
+	if err != nil || !rep.Existed || rep.Generation != 1 || rep.ItemsDone != 2 {
+		t.Fatalf("restart: %+v, %v; want generation 1 replaced from 2 items", rep, err)
+	}
+	h.run.waitUntil(t, "the running batch cancelled", func() bool { return running.cancels == 1 })
+	next := h.run.nth(t, "a", 2)
+	if next.b.Generation != 2 || next.b.Start != 2 {
+		t.Errorf("next batch %+v, want generation 2 from item 2", next.b)
+	}
+	next.ok()
+	h.run.nth(t, "a", 3).ok()
+	if st := h.obs.waitPhase(t, "a", v1alpha1.PhaseDone); st.Generation != 2 || st.ItemsDone != 6 || len(h.run.violationList()) > 0 {
+		t.Errorf("a: %+v, violations %v", st, h.run.violationList())
+	}
+	if n := h.adm.activeCount(); n != 0 {
+		t.Errorf("%d reservations left", n)
+	}
+}
+
 func TestHistoryIsBounded(t *testing.T) {
 	h := newHarness(t, Config{HistorySize: 3}, 100)
 	for i, name := range []string{"t1", "t2", "t3", "t4", "t5"} {

@@ -126,7 +126,14 @@
 //   - an edit while a worker holds the task (Reserved, Running, Paused, or
 //     between two batches, even when told to wait there) waits under
 //     SpecApplied=False, SpecChangePending, and becomes the next generation
-//     the moment the current one ends, Done included;
+//     the moment the current one ends, Done included; unless a restart is
+//     asked (a new spec.restartToken, written by the restart verb and left
+//     out of the spec hash): a valid waiting edit is then the next
+//     generation at once, the queue's Replace (queue.Task.Restart)
+//     cancelling the batch in flight as Remove does (its items not
+//     committed; the new batch starts once its processes are gone). A
+//     restart with no edit waiting, or of an invalid edit, changes
+//     nothing;
 //   - committed progress carries over to the next generation only when the
 //     previous one did not end Done and its items and working directory are
 //     unchanged (status.progress.inputsHash). A spec changed while no

@@ -88,11 +88,16 @@ func Estimates(book *history.Book) []ProfileEstimate {
 
 // publishEstimates writes every profile's summary into stateDir, atomically.
 func publishEstimates(stateDir string, est []ProfileEstimate) error {
-	data, err := json.Marshal(est)
+	return publishJSON(stateDir, estimatesFile, est)
+}
+
+// publishJSON publishes v as JSON in STATE/name (publishFile).
+func publishJSON(stateDir, name string, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return publishFile(stateDir, estimatesFile, data)
+	return publishFile(stateDir, name, data)
 }
 
 // ReadEstimates returns every profile's summary from the history a
@@ -100,6 +105,22 @@ func publishEstimates(stateDir string, est []ProfileEstimate) error {
 // from the store when no controller holds it, else from what the running
 // controller published in stateDir. No history at all is an empty list.
 func ReadEstimates(stateDir, historyPath string) ([]ProfileEstimate, error) {
+	var out []ProfileEstimate
+	all, fromStore, err := readHistory(stateDir, historyPath, estimatesFile, &out)
+	if err != nil || !fromStore {
+		return out, err
+	}
+	book := history.NewBook(0, history.Params{})
+	book.Load(all)
+	return Estimates(book), nil
+}
+
+// readHistory reads the history store at historyPath ("":
+// STATE/history.db) read-only when no controller holds it (fromStore);
+// else it decodes into published the file name a running controller
+// publishes in stateDir. No store, or no such file, is no error and
+// nothing read.
+func readHistory(stateDir, historyPath, name string, published any) (all map[string][]history.Record, fromStore bool, err error) {
 	path := historyPath
 	if path == "" {
 		path = filepath.Join(stateDir, history.FileName)
@@ -109,29 +130,23 @@ func ReadEstimates(stateDir, historyPath string) ([]ProfileEstimate, error) {
 	case err == nil:
 		defer s.Close()
 		all, _, err := s.Load()
-		if err != nil {
-			return nil, err
-		}
-		book := history.NewBook(0, history.Params{})
-		book.Load(all)
-		return Estimates(book), nil
+		return all, err == nil, err
 	case errors.Is(err, os.ErrNotExist):
-		return nil, nil
+		return nil, false, nil
 	case !errors.Is(err, history.ErrLocked):
-		return nil, err
+		return nil, false, err
 	}
-	data, err := os.ReadFile(filepath.Join(stateDir, estimatesFile))
+	data, err := os.ReadFile(filepath.Join(stateDir, name))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var out []ProfileEstimate
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("%s: %w", estimatesFile, err)
+	if err := json.Unmarshal(data, published); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", name, err)
 	}
-	return out, nil
+	return nil, false, nil
 }
 
 // openHistory opens the store at path, imports the former stores of the

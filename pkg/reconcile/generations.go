@@ -10,6 +10,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -164,7 +165,12 @@ func (c *Controller) edit(e *entry, t *v1alpha1.Task, parseErr error) {
 		_ = c.queue.SetPaused(e.name, t.Spec.Paused)
 		c.log.Info().Str("task", e.name).Bool("paused", t.Spec.Paused).Msg("pause changed")
 	}
+	e.restart = parseErr == nil && old != nil && t.Spec.RestartToken != old.Spec.RestartToken
 	if act, _ := decideFile(c.facts(e, false)); act == keepGeneration {
+		if e.restart {
+			c.log.Info().Str("task", e.name).Msg("restart asked with no edit waiting: nothing to apply")
+			e.restart = false
+		}
 		c.clearSpecPending(e)
 		return
 	}
@@ -177,6 +183,8 @@ func (c *Controller) facts(e *entry, askHeld bool) fileFacts {
 		known: true, status: &e.status, specHash: e.fileHash, appliedHash: e.appliedHash,
 		invalid: e.parseErr != nil,
 		held:    askHeld && e.inQueue && c.queue.Holds(e.name),
+		// The request stands until the next generation starts.
+		restartRequested: e.restart,
 	}
 }
 
@@ -186,13 +194,23 @@ const editWaits = "the spec was edited while the task runs; only spec.paused app
 // applyEdit makes the file's spec the next generation when the queue lets
 // it (the task holds no worker), else reports it pending under
 // SpecApplied=False; the end of the current generation calls it again.
+//
+// A restart asked for (restartGeneration) starts the edit at once: the
+// queue cancels the generation in flight as it takes the next one
+// (startGeneration), so no worker needs to end first.
 func (c *Controller) applyEdit(e *entry) {
-	if act, _ := decideFile(c.facts(e, true)); act == awaitWorker {
+	switch act, _ := decideFile(c.facts(e, true)); act {
+	case awaitWorker:
 		msg := editWaits
 		if e.parseErr != nil {
 			msg = "the edited spec is invalid and is not applied: " + e.parseErr.Error()
 		}
+		e.restart = false
 		c.specPending(e, msg)
+		return
+	case restartGeneration:
+		c.log.Info().Str("task", e.name).Int64("generation", e.status.ObservedGeneration).Msg("restart: cancelling the generation in flight for the waiting edit")
+		c.nextGeneration(e, "")
 		return
 	}
 	// No worker holds the task: the last events of its generation were
@@ -261,6 +279,8 @@ func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bo
 	qt.ItemsDone, qt.BatchesDone, carry = carriedProgress(st.Progress, st.Phase, inputs, total)
 	// The queue's account, when it has one, wins over this status.
 	qt.CarryProgress = carry && e.inQueue
+	// A restart cancels the generation a worker holds (else it waits).
+	qt.Restart = e.restart
 	c.batches.set(e.name, gen, ri)
 	c.batches.noteCommitted(e.name, gen, qt.ItemsDone) // carried from the status
 	rep, err := c.queue.Replace(qt)
@@ -277,7 +297,14 @@ func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bo
 	if rep.Existed {
 		prevPhase = rep.Phase
 	}
+	restarted := e.restart && rep.Existed && !v1alpha1.IsTerminal(rep.Phase) && rep.Phase != v1alpha1.PhasePending
+	e.restart = false
 	kept := rep.ItemsDone > 0
+	if lb := st.LastBatch; restarted && kept && lb != nil && lb.EndTime == nil {
+		// The batch in flight was cancelled: it ends here, uncommitted.
+		end := metav1.Now()
+		lb.EndTime, lb.Reason, lb.ExitCode, lb.ItemsReported = &end, runner.ReasonCancelled, nil, nil
+	}
 	st.ObservedGeneration, st.SpecHash, st.TaskName, st.QueueSeq, st.LogFile = gen, e.fileHash, e.name, seq, ri.logPath
 	st.Progress = v1alpha1.Progress{ItemsTotal: total, ItemsDone: rep.ItemsDone, BatchesDone: rep.BatchesDone, InputsHash: inputs}
 	if !kept {
@@ -290,7 +317,11 @@ func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bo
 		c.setCondition(e, v1alpha1.ConditionRerun, metav1.ConditionTrue, v1alpha1.ReasonDependencyRerun, cause)
 	}
 	fresh := prevPhase == "" && !e.everWritten && cause == ""
-	c.setPhase(e, v1alpha1.PhasePending, "Queued", fmt.Sprintf("queued as generation %d", gen))
+	msg := fmt.Sprintf("queued as generation %d", gen)
+	if restarted {
+		msg = fmt.Sprintf("restarted: generation %d cancelled, queued as generation %d from %d committed items", gen-1, gen, rep.ItemsDone)
+	}
+	c.setPhase(e, v1alpha1.PhasePending, "Queued", msg)
 	c.markDirty(e, true)
 	if fresh {
 		// Only queued: written with its first phase change, or once

@@ -80,6 +80,9 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 	rec := history.Record{
 		Time:            res.Ended,
 		Task:            plainName(t.Name),
+		Batch:           b.Index,
+		Generation:      b.Generation,
+		Attempt:         b.Attempt,
 		Items:           b.Size,
 		Threads:         b.Contract.Threads,
 		InputBytes:      res.InputBytes,

@@ -40,10 +40,14 @@ const (
 	awaitWorker
 	// rejectSpec: the spec is invalid; the task is Rejected.
 	rejectSpec
+	// restartGeneration: a worker holds the task and a restart was asked
+	// for its waiting edit: the generation in flight is cancelled and the
+	// edited spec is the next generation, now.
+	restartGeneration
 )
 
 func (a fileAction) String() string {
-	return [...]string{"keep", "resume", "finished", "start", "await-worker", "reject"}[a]
+	return [...]string{"keep", "resume", "finished", "start", "await-worker", "reject", "restart"}[a]
 }
 
 // fileFacts is what decideFile looks at.
@@ -63,10 +67,14 @@ type fileFacts struct {
 	// held: a worker holds the task (queue.Holds): reserved, running,
 	// paused, or between two batches.
 	held bool
+	// restartRequested: this version carries a new spec.restartToken
+	// (the restart verb), known tasks only.
+	restartRequested bool
 }
 
 // decideFile is the edit rule of the README, the same with or without a
-// restart. dropCarry says the committed progress must not carry over to
+// controller restart; a restart asked for (the restart verb) applies a
+// valid edit that waits for a worker now. dropCarry says the committed progress must not carry over to
 // the next generation (a spec changed while no controller ran, whose
 // generation did not end Failed or Rejected: an edit would have waited
 // for it to end Done).
@@ -89,8 +97,13 @@ func decideFile(f fileFacts) (act fileAction, dropCarry bool) {
 	}
 	switch {
 	case f.specHash == f.appliedHash && !f.invalid:
+		// A restart with no edit waiting changes nothing.
 		return keepGeneration, false
+	case f.held && f.restartRequested && !f.invalid:
+		return restartGeneration, false
 	case f.held:
+		// An invalid edit waits even when a restart is asked: the
+		// generation in flight is not cancelled for a spec that cannot run.
 		return awaitWorker, false
 	case f.invalid:
 		return rejectSpec, false

@@ -51,12 +51,20 @@ func TestDecideFileFollowsTheEditRules(t *testing.T) {
 					fileFacts{known: true, status: st, specHash: "new", appliedHash: "old", held: true}, awaitWorker, false},
 				row{"an invalid edit while the task runs waits too (" + string(phase) + ")",
 					fileFacts{known: true, status: st, specHash: "new", appliedHash: "old", invalid: true, held: true}, awaitWorker, false},
+				row{"a restart applies the waiting edit now (" + string(phase) + ")",
+					fileFacts{known: true, status: st, specHash: "new", appliedHash: "old", held: true, restartRequested: true}, restartGeneration, false},
+				row{"a restart of an invalid edit changes nothing: it waits (" + string(phase) + ")",
+					fileFacts{known: true, status: st, specHash: "new", appliedHash: "old", invalid: true, held: true, restartRequested: true}, awaitWorker, false},
+				row{"a restart with no edit waiting changes nothing (" + string(phase) + ")",
+					fileFacts{known: true, status: st, specHash: "old", appliedHash: "old", held: true, restartRequested: true}, keepGeneration, false},
 			)
 			continue
 		}
 		rows = append(rows,
 			row{"an edit of a task no worker holds is the next generation at once (" + string(phase) + ")",
 				fileFacts{known: true, status: st, specHash: "new", appliedHash: "old"}, startGeneration, false},
+			row{"a restart of a task no worker holds is an edit as any other (" + string(phase) + ")",
+				fileFacts{known: true, status: st, specHash: "new", appliedHash: "old", restartRequested: true}, startGeneration, false},
 			row{"an invalid edit of a task no worker holds is rejected (" + string(phase) + ")",
 				fileFacts{known: true, status: st, specHash: "new", appliedHash: "old", invalid: true}, rejectSpec, false},
 			row{"the same spec turned invalid (a typo in a field outside the hash) is rejected (" + string(phase) + ")",
@@ -65,7 +73,9 @@ func TestDecideFileFollowsTheEditRules(t *testing.T) {
 	}
 	// A task held between two batches (phase Pending, told to wait there).
 	rows = append(rows, row{"an edit between two batches waits for the generation to end",
-		fileFacts{known: true, status: status(v1alpha1.PhasePending, "old"), specHash: "new", appliedHash: "old", held: true}, awaitWorker, false})
+		fileFacts{known: true, status: status(v1alpha1.PhasePending, "old"), specHash: "new", appliedHash: "old", held: true}, awaitWorker, false},
+		row{"a restart between two batches applies the edit now",
+			fileFacts{known: true, status: status(v1alpha1.PhasePending, "old"), specHash: "new", appliedHash: "old", held: true, restartRequested: true}, restartGeneration, false})
 	// First sight: what a previous controller left, or a new manifest.
 	rows = append(rows,
 		row{"a new manifest is generation 1", fileFacts{status: status("", "")}, startGeneration, true},

@@ -41,8 +41,9 @@ func (c *Controller) flushHistory() {
 	c.pendingHistory = c.pendingHistory[:0]
 }
 
-// publishEstimates publishes every profile's model for the estimates verb
-// when it changed. REQUIRES: owner goroutine.
+// publishEstimates publishes every profile's model for the estimates verb,
+// and the newest batches for the batches verb, when they changed.
+// REQUIRES: owner goroutine.
 func (c *Controller) publishEstimates() {
 	learned := c.host.learned.Load()
 	if !c.estimatesDirty && learned == c.estimatesLearned {
@@ -50,6 +51,10 @@ func (c *Controller) publishEstimates() {
 	}
 	if err := publishEstimates(c.cfg.StateDir, Estimates(c.host.book)); err != nil {
 		c.log.Debug().Err(err).Msg("estimates not published")
+		return
+	}
+	if err := publishBatches(c.cfg.StateDir, c.host.book); err != nil {
+		c.log.Debug().Err(err).Msg("batches not published")
 		return
 	}
 	c.estimatesDirty, c.estimatesLearned = false, learned

@@ -30,6 +30,10 @@ type entry struct {
 	// resolving is the request for its items on its way to the resolver
 	// (nil: none); its answer carries out what it was asked for.
 	resolving *itemsRequest
+	// restart says a restart was asked for the edit waiting in the file
+	// (a new spec.restartToken): the next generation cancels the one in
+	// flight rather than wait for it (restartGeneration).
+	restart bool
 
 	// The status's writes (statuswriter.go). marked says the status
 	// changed since the last hand-off to the writer, urgent that a phase

@@ -418,10 +418,21 @@ func SetSpecPaused(src []byte, paused bool) ([]byte, error) {
 // SetSpecPaused does for spec.paused. token must be a plain YAML string
 // (letters, digits, '-', '.', '_'), not one YAML reads as another type.
 func SetSpecRetryToken(src []byte, token string) ([]byte, error) {
+	return setSpecToken(src, retryTokenKey, token)
+}
+
+// SetSpecRestartToken returns src with spec.restartToken set to token, as
+// SetSpecRetryToken does for spec.retryToken.
+func SetSpecRestartToken(src []byte, token string) ([]byte, error) {
+	return setSpecToken(src, restartTokenKey, token)
+}
+
+// setSpecToken sets spec.KEY to token, a plain YAML string.
+func setSpecToken(src []byte, key, token string) ([]byte, error) {
 	if !retryTokenRE().MatchString(token) {
-		return nil, fmt.Errorf("retry token %q: want letters first, then letters, digits, '-', '.', '_'", token)
+		return nil, fmt.Errorf("%s %q: want letters first, then letters, digits, '-', '.', '_'", key, token)
 	}
-	return setSpecScalar(src, retryTokenKey, []byte(token), token)
+	return setSpecScalar(src, key, []byte(token), token)
 }
 
 // retryTokenRE is compiled on first use: its bounded repetition makes it
@@ -431,7 +442,10 @@ var retryTokenRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,62}$`)
 })
 
-const retryTokenKey = "retryToken"
+const (
+	retryTokenKey   = "retryToken"
+	restartTokenKey = "restartToken"
+)
 
 // setSpecScalar sets spec.KEY to the plain scalar word, which decodes to
 // value.

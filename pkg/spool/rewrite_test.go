@@ -195,5 +195,12 @@ func TestSetSpecRetryToken(t *testing.T) {
 		if _, err := SetSpecRetryToken([]byte(src), bad); err == nil {
 			t.Errorf("token %q accepted", bad)
 		}
+		if _, err := SetSpecRestartToken([]byte(src), bad); err == nil {
+			t.Errorf("restart token %q accepted", bad)
+		}
+	}
+	restart, err := SetSpecRestartToken(got, "restart-1")
+	if err != nil || string(restart) != strings.Replace(want, "\nstatus:", "\n  restartToken: restart-1\nstatus:", 1) {
+		t.Fatalf("restart token: %v\n%q", err, restart)
 	}
 }

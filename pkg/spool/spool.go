@@ -344,6 +344,13 @@ func (s *Spool) SetRetryToken(path, token string) error {
 	return s.edit(path, func(b []byte) ([]byte, error) { return SetSpecRetryToken(b, token) })
 }
 
+// SetRestartToken sets spec.restartToken in the manifest at path
+// (SetSpecRestartToken), as SetRetryToken does: the restart verb's way to
+// apply a waiting edit now.
+func (s *Spool) SetRestartToken(path, token string) error {
+	return s.edit(path, func(b []byte) ([]byte, error) { return SetSpecRestartToken(b, token) })
+}
+
 // edit applies edit to the manifest at path under its path lock, and
 // records it as the path's last edit (the one a merge re-applies).
 func (s *Spool) edit(path string, edit func([]byte) ([]byte, error)) error {

@@ -21,12 +21,13 @@ var ErrNoItems = errors.New("no items")
 
 // SpecHash identifies a spec: the first 16 hex digits of the SHA-256 of its
 // canonical JSON (fields in declaration order, map keys sorted, quantities
-// in canonical form, so 1Gi and 1024Mi hash alike). spec.paused is left out:
-// pausing or resuming is not a new generation. Hash the defaulted spec (as
+// in canonical form, so 1Gi and 1024Mi hash alike). spec.paused and
+// spec.restartToken are left out: pausing, resuming or asking for a
+// restart is not a new generation. Hash the defaulted spec (as
 // ParseManifest returns it), so that writing a default explicitly is not an
 // edit either.
 func SpecHash(spec TaskSpec) string {
-	spec.Paused = false
+	spec.Paused, spec.RestartToken = false, ""
 	b, err := json.Marshal(spec)
 	if err != nil {
 		// A TaskSpec always marshals; keep the hash total anyway.

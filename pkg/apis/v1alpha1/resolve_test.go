@@ -24,6 +24,10 @@ func TestSpecHash(t *testing.T) {
 	if SpecHash(b) != h {
 		t.Error("pausing changed the hash: a pause is not a new generation")
 	}
+	b.RestartToken = "restart-1"
+	if SpecHash(b) != h {
+		t.Error("a restart token changed the hash: a restart alone is not a new generation")
+	}
 	c := validTask().Spec
 	c.Resources.PerItem.Memory = qty("1Gi")
 	d := validTask().Spec

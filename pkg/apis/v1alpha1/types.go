@@ -82,6 +82,8 @@ type TaskSpec struct {
 	Paused bool `json:"paused,omitempty"`
 	// RetryToken, when changed, starts a new generation with the same spec: `retry NAME` writes a new one to run a Failed task again, from its committed progress.
 	RetryToken string `json:"retryToken,omitempty"`
+	// RestartToken, when changed while the task runs with an edited spec waiting (SpecApplied=False), applies the edit now: `restart NAME` writes a new one; the batch in flight is cancelled and the edited spec starts as the next generation, from the committed progress. Not part of the spec: changing it alone starts nothing.
+	RestartToken string `json:"restartToken,omitempty"`
 }
 
 // EnvVar is one environment variable for the command.
