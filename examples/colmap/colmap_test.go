@@ -7,8 +7,12 @@
 // batch is in flight, restarts it, and checks that the pipeline still ends
 // Done with a good model and that the orphaned batch's processes are gone.
 //
-// Both run only where `colmap` is on PATH (CI installs it) and not with
-// -short. The controller is $LARDON3D_CONTROLLER, or built from
+// TestClassExamples (classes_test.go) runs the class examples of
+// examples/tasks/classes and checks their effects; TestEveryExampleIsRun
+// keeps every manifest under examples/ covered by such a test.
+//
+// They run only where `colmap` is on PATH (CI installs it; under CI a
+// missing tool fails them) and not with -short. The controller is $LARDON3D_CONTROLLER, or built from
 // ./cmd/lardon3d-controller. LARDON3D_COLMAP_DIRECT=1 runs the first test's
 // manifests with directrun instead (and skips the second).
 package colmap_test
@@ -17,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,13 +48,22 @@ func loadFlags() string {
 	return "--load-threshold -1"
 }
 
-func requireColmap(t *testing.T) {
+// requireColmap skips the test in -short mode, or where colmap or one of
+// the other tools is not on PATH; under CI (CI set), where .ci/run installs
+// them all, a missing tool fails it.
+func requireColmap(t *testing.T, tools ...string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping the COLMAP end-to-end test in -short mode")
 	}
-	if _, err := exec.LookPath("colmap"); err != nil {
-		t.Skip("colmap is not on PATH: install it (apt-get install -y colmap) to run the end-to-end reconstruction")
+	for _, tool := range append([]string{"colmap"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := fmt.Sprintf("%s is not on PATH: .ci/run installs it (apt-get install -y colmap sqlite3 libimage-exiftool-perl libvips-tools python3)", tool)
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
 	}
 }
 
@@ -106,11 +120,12 @@ func checkSummary(t *testing.T, out []byte) {
 }
 
 func TestReconstructionThroughController(t *testing.T) {
-	requireColmap(t)
+	requireColmap(t, "sqlite3")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	repo := repoRoot(t)
-	args := []string{filepath.Join(repo, "examples/colmap/demo.sh"), "--work", t.TempDir(), "--views", "24", "--width", "320", "--height", "240", "--seed", "1"}
+	work := t.TempDir()
+	args := []string{filepath.Join(repo, "examples/colmap/demo.sh"), "--work", work, "--views", "24", "--width", "320", "--height", "240", "--seed", "1"}
 	env := os.Environ()
 	if os.Getenv("LARDON3D_COLMAP_DIRECT") == "1" {
 		args = append(args, "--direct")
@@ -128,6 +143,9 @@ func TestReconstructionThroughController(t *testing.T) {
 	}
 	t.Logf("demo.sh took %s", time.Since(began).Round(time.Second))
 	checkSummary(t, out.Bytes())
+	if n := sqliteCount(ctx, t, filepath.Join(work, "project/colmap.db"), "SELECT count(*) FROM images"); n != 24 {
+		t.Errorf("the database holds %d images, want 24", n)
+	}
 }
 
 func TestCrashResume(t *testing.T) {
