@@ -51,7 +51,9 @@ func TestREADMEQuickStart(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-e", "-c", block)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "HOME="+home, "LARDON3D_SPOOL=")
+	// The machine's registry and state are the test's own: other tests
+	// start controllers at the same time (one per machine is the rule).
+	cmd.Env = append(os.Environ(), "HOME="+home, "LARDON3D_SPOOL=", "XDG_STATE_HOME="+filepath.Join(home, ".local", "state"), "LARDON3D_RUN_DIR="+filepath.Join(home, "run"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()

@@ -104,6 +104,7 @@ func TestClassExamples(t *testing.T) {
 	began := time.Now()
 	var out []byte
 	var err error
+	env := machineEnv(t)
 	// Two waves: a glob is resolved when its task is queued, so the tasks
 	// that glob castle/images are dropped once import has filled it.
 	for _, wave := range [][]string{classes[:1], classes[1:]} {
@@ -116,7 +117,9 @@ func TestClassExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if out, err = exec.CommandContext(ctx, controller, runArgs...).CombinedOutput(); err != nil {
+		run := exec.CommandContext(ctx, controller, runArgs...)
+		run.Env = env
+		if out, err = run.CombinedOutput(); err != nil {
 			break
 		}
 	}

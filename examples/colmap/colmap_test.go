@@ -67,6 +67,17 @@ func requireColmap(t *testing.T, tools ...string) {
 	}
 }
 
+// machineEnv is the environment of a controller a test starts: the
+// machine's registry of controllers and its state (the learned history)
+// in directories of the test's own, so that the tests of other packages
+// running at the same time, and a controller the user runs, are other
+// machines to it (one controller per machine is the rule).
+func machineEnv(t *testing.T) []string {
+	t.Helper()
+	base := t.TempDir()
+	return append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(base, "state"), "LARDON3D_RUN_DIR="+filepath.Join(base, "run"))
+}
+
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	repo, err := filepath.Abs("../..")
@@ -126,7 +137,7 @@ func TestReconstructionThroughController(t *testing.T) {
 	repo := repoRoot(t)
 	work := t.TempDir()
 	args := []string{filepath.Join(repo, "examples/colmap/demo.sh"), "--work", work, "--views", "24", "--width", "320", "--height", "240", "--seed", "1"}
-	env := os.Environ()
+	env := machineEnv(t)
 	if os.Getenv("LARDON3D_COLMAP_DIRECT") == "1" {
 		args = append(args, "--direct")
 	} else {
@@ -179,7 +190,9 @@ func TestCrashResume(t *testing.T) {
 	}
 	runArgs := append([]string{"run", "--spool", spool, "--exit-when-done"}, regexp.MustCompile(`\s+`).Split(loadFlags(), -1)...)
 	var log1 bytes.Buffer
+	env := machineEnv(t)
 	first := exec.CommandContext(ctx, controller, runArgs...)
+	first.Env = env
 	first.Stdout, first.Stderr = &log1, &log1
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
@@ -209,6 +222,7 @@ func TestCrashResume(t *testing.T) {
 	t.Logf("killed the controller with extraction batch group %d in flight", inFlight.PGID)
 
 	second := exec.CommandContext(ctx, controller, runArgs...)
+	second.Env = env
 	out, err := second.CombinedOutput()
 	if err != nil {
 		t.Fatalf("restarted controller: %v\n%s", err, tail(out, 4000))
