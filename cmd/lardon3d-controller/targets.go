@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 )
 
@@ -135,6 +136,11 @@ func (a *taskArgs) parsedFiles(dir string, names []string) ([]listing.File, erro
 // parseable YAML (a verb that edits manifests cannot), nil when none is.
 func refuseUnparseable(files []listing.File) error {
 	for _, f := range files {
+		var syntax *v1alpha1.SyntaxError
+		if f.Row == nil && f.Err != nil && !errors.As(f.Err, &syntax) {
+			// Not read at all: say why, rather than blame its YAML.
+			return &exitError{code: exitNotDone, err: fmt.Errorf("%s cannot be read: %w", f.Path, f.Err)}
+		}
 		if f.Unparseable() {
 			return &exitError{code: exitNotDone, err: fmt.Errorf("%s is not parseable YAML; fix it first", f.Path)}
 		}

@@ -105,24 +105,21 @@ func TestClassExamples(t *testing.T) {
 	var out []byte
 	var err error
 	env := machineEnv(t)
-	// Two waves: a glob is resolved when its task is queued, so the tasks
-	// that glob castle/images are dropped once import has filled it.
-	for _, wave := range [][]string{classes[:1], classes[1:]} {
-		for _, c := range wave {
-			data, err := os.ReadFile(filepath.Join(repo, "examples/tasks/classes", c+".yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(spool, c+".yaml"), []byte(cpuOnly.Replace(string(data))), 0o644); err != nil {
-				t.Fatal(err)
-			}
+	// All at once, as a user drops them: the tasks that glob castle/images
+	// wait for import (their dependency) to fill it before their items
+	// are resolved.
+	for _, c := range classes {
+		data, err := os.ReadFile(filepath.Join(repo, "examples/tasks/classes", c+".yaml"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		run := exec.CommandContext(ctx, controller, runArgs...)
-		run.Env = env
-		if out, err = run.CombinedOutput(); err != nil {
-			break
+		if err := os.WriteFile(filepath.Join(spool, c+".yaml"), []byte(cpuOnly.Replace(string(data))), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
+	run := exec.CommandContext(ctx, controller, runArgs...)
+	run.Env = env
+	out, err = run.CombinedOutput()
 	t.Logf("the class examples took %s", time.Since(began).Round(time.Second))
 	for _, c := range classes {
 		task := readTask(t, filepath.Join(spool, c+".yaml"))

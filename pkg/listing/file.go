@@ -155,13 +155,24 @@ func (s Spool) ReadFile(path string) File {
 
 // readFrom is ReadFile through rd, the spool directory of path opened
 // once for a whole listing.
+//
+// A file replaced between its stat and its open (spool.ErrChanged: the
+// controller's status write-back exchanged it) is read again, a few
+// times: a verb never fails for a write the controller made meanwhile.
 func (s Spool) readFrom(rd *spool.Reader, path string) File {
 	data, err := rd.Read(filepath.Base(path))
+	for try := 1; errors.Is(err, spool.ErrChanged) && try < readTries; try++ {
+		data, err = rd.Read(filepath.Base(path))
+	}
 	if err != nil {
 		return File{Path: path, Err: err}
 	}
 	return s.Parse(path, data)
 }
+
+// readTries bounds the reads of a manifest that keeps changing while it
+// is opened.
+const readTries = 5
 
 // Read reads and parses every manifest of the spool, sorted by task name
 // (then path). It works whether or not a controller runs: a status is

@@ -49,7 +49,10 @@
 // or a task resumes, when the answer for its current spec comes (an edit
 // meanwhile supersedes the request: its answer is dropped), so a pattern
 // over ten thousand files holds up no event. A task whose items are on
-// their way is not settled.
+// their way is not settled. A glob that matches nothing while one of the
+// task's dependencies is not Done does not reject the task: it waits
+// Pending (DependenciesReady=False) and is resolved again each time a
+// dependency ends Done (deferItems), since it often globs their outputs.
 // The batch adapter (batches.go) keeps its own small mutex-guarded table of
 // what a batch needs (command, items, log path), written by the owner and read
 // by the queue's workers.

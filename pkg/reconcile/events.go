@@ -106,6 +106,9 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 		// hardware changes.
 		c.batches.drop(e.name, ev.Generation)
 	}
+	if ev.Type == queue.EventPhase && ev.Phase == v1alpha1.PhaseDone {
+		c.resolveDeferred(e.name)
+	}
 	if ev.Type == queue.EventPhase && v1alpha1.IsTerminal(ev.Phase) && e.editPending() {
 		// An edit waited for this generation to end, Done included: it is
 		// the next generation now.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -263,9 +264,13 @@ func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bo
 		if e.inQueue && c.queue.Holds(e.name) {
 			return false
 		}
+		if errors.Is(r.err, v1alpha1.ErrNoItems) && c.deferItems(e) {
+			return true
+		}
 		c.reject(e, e.fileHash, gen, fmt.Errorf("spec.items: %w", r.err))
 		return true
 	}
+	e.itemsDeferred = false
 	total := r.items.Len()
 	inputs := v1alpha1.InputsHash(t.Spec)
 	seq := st.QueueSeq
@@ -344,6 +349,45 @@ func (c *Controller) rerunDependents(e *entry) {
 		if d.status.Phase == v1alpha1.PhaseDone && d.parseErr == nil && d.duplicateOf == "" {
 			c.log.Info().Str("task", d.name).Str("dependency", e.name).Msg("re-running after its dependency")
 			c.nextGeneration(d, cause)
+		}
+	}
+}
+
+// deferItems keeps a task whose glob matches nothing yet out of the
+// queue while one of its dependencies is not Done: the files it globs
+// are often what those make (a features step over the images an import
+// step copies). It waits Pending, saying so under DependenciesReady, and
+// its items are resolved again each time a dependency ends Done
+// (resolveDeferred); once every dependency is Done, a glob that still
+// matches nothing rejects it. It reports whether it deferred.
+func (c *Controller) deferItems(e *entry) bool {
+	var waiting []string
+	for _, dep := range e.task.Spec.DependsOn {
+		if d := c.tasks.named(dep); d == nil || d.status.Phase != v1alpha1.PhaseDone {
+			waiting = append(waiting, dep)
+		}
+	}
+	if len(waiting) == 0 {
+		return false
+	}
+	if e.inQueue {
+		_ = c.queue.Remove(e.name)
+		e.inQueue = false
+	}
+	e.itemsDeferred, e.appliedHash = true, e.fileHash
+	msg := fmt.Sprintf("items.glob matches nothing yet: it is resolved once %s %s Done", strings.Join(waiting, ", "), map[bool]string{true: "is", false: "are"}[len(waiting) == 1])
+	c.setCondition(e, v1alpha1.ConditionDependenciesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDependencies, msg)
+	c.leaveActivePhase(e, v1alpha1.ReasonWaitingForDependencies, msg)
+	c.setPhase(e, v1alpha1.PhasePending, v1alpha1.ReasonWaitingForDependencies, msg)
+	return true
+}
+
+// resolveDeferred resolves again the items of the tasks that wait for
+// name's outputs (deferItems), name having ended Done.
+func (c *Controller) resolveDeferred(name string) {
+	for _, d := range c.tasks.dependentsOf(name) {
+		if d.itemsDeferred && d.parseErr == nil && d.duplicateOf == "" {
+			c.nextGeneration(d, "")
 		}
 	}
 }
@@ -436,6 +480,7 @@ func (c *Controller) enqueueFinished(e *entry) {
 	}
 	e.inQueue = true
 	if st.Phase == v1alpha1.PhaseDone {
+		c.resolveDeferred(e.name)
 		for _, dep := range e.task.Spec.DependsOn {
 			if d := c.tasks.named(dep); d != nil && d.duplicateOf == "" && d.status.Phase != v1alpha1.PhaseDone {
 				c.nextGeneration(e, fmt.Sprintf("dependency %s is %s at generation %d; re-running after it", dep, d.status.Phase, d.status.ObservedGeneration))

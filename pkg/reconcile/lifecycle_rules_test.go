@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -545,5 +546,64 @@ func TestACopiedManifestDoesNotInheritTheStatus(t *testing.T) {
 				t.Errorf("the status is bound to %q", e.status.TaskName)
 			}
 		})
+	}
+}
+
+// TestAGlobOverADependencysOutputsWaitsForIt: a task whose glob matches
+// the files a dependency makes (features over the images import copies)
+// was Rejected "no items" when both were dropped together. Its items wait
+// for its dependencies: it is Pending, saying why, until they are Done,
+// then queued on what they made; a glob still matching nothing once every
+// dependency is Done is rejected as before.
+func TestAGlobOverADependencysOutputsWaitsForIt(t *testing.T) {
+	q := newScriptedQueue()
+	c := bareController(t, q)
+	answered := func() {
+		c.resolver.answerAll()
+		c.applyInbox()
+	}
+	images := filepath.Join(c.cfg.SpoolDir, "images")
+	if err := os.Mkdir(images, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	globbing := func(name string) *v1alpha1.Task {
+		task, err := v1alpha1.ParseManifest(name+".yaml", []byte(strings.Replace(manifest(name, "true", "  dependsOn: [a]\n"), "items: {count: 4}", `items: {glob: "images/*.jpg"}`, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	c.handleFile(spoolEvent(c.cfg.SpoolDir+"/a.yaml", fileVersion(t, "a", "true", ""), nil))
+	c.handleFile(spoolEvent(c.cfg.SpoolDir+"/b.yaml", globbing("b"), nil))
+	answered()
+	b := c.tasks.named("b")
+	cond := meta.FindStatusCondition(b.status.Conditions, v1alpha1.ConditionDependenciesReady)
+	if len(q.replaced) != 1 || b.status.Phase != v1alpha1.PhasePending || cond == nil || cond.Reason != v1alpha1.ReasonWaitingForDependencies || !strings.Contains(cond.Message, "a is Done") {
+		t.Fatalf("b before a ran: %d tasks queued, phase %q, %+v", len(q.replaced), b.status.Phase, cond)
+	}
+	if c.settled() {
+		t.Error("settled while b waits for a")
+	}
+	for _, f := range []string{"1.jpg", "2.jpg"} {
+		if err := os.WriteFile(filepath.Join(images, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.applyQueueEvent(queue.Event{Task: "a", Generation: 1, Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4, Time: time.Now()})
+	answered()
+	if last := q.replaced[len(q.replaced)-1]; last.Name != "b" || last.ItemsTotal != 2 || b.status.ObservedGeneration != 1 {
+		t.Fatalf("after a Done: last queued %+v, b at generation %d", last, b.status.ObservedGeneration)
+	}
+	// Every dependency Done, nothing matched: rejected.
+	if err := os.Remove(filepath.Join(images, "1.jpg")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(images, "2.jpg")); err != nil {
+		t.Fatal(err)
+	}
+	c.handleFile(spoolEvent(c.cfg.SpoolDir+"/d.yaml", globbing("d"), nil))
+	answered()
+	if d := c.tasks.named("d"); d.status.Phase != v1alpha1.PhaseRejected {
+		t.Errorf("a glob matching nothing with its dependency Done: phase %q", d.status.Phase)
 	}
 }

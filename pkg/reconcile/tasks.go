@@ -30,6 +30,9 @@ type entry struct {
 	// resolving is the request for its items on its way to the resolver
 	// (nil: none); its answer carries out what it was asked for.
 	resolving *itemsRequest
+	// itemsDeferred: its glob matched nothing while a dependency was not
+	// Done; resolved again when one ends Done (deferItems).
+	itemsDeferred bool
 	// restart says a restart was asked for the edit waiting in the file
 	// (a new spec.restartToken): the next generation cancels the one in
 	// flight rather than wait for it (restartGeneration).
