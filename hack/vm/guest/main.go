@@ -374,6 +374,22 @@ func setups(args []string) error {
 }
 
 // owned creates a directory (or file) owned by the setup's user.
+// dropManifest puts a manifest of user's into the spool as a user would:
+// whole and theirs from its first appearance (a dotfile, which the spool
+// ignores, renamed into place). Written as root and chowned after, the
+// controller could read and rewrite root's version in between, and the
+// file would stay root's.
+func dropManifest(path, body, user string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		return err
+	}
+	if err := chownTo(tmp, user); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
 func chownTo(path, user string) error {
 	if user == "root" {
 		return nil
@@ -435,10 +451,7 @@ func runSetup(s *setup, controller, guest string) []result {
 	setupLine := waitSetupLine(logFile, 60*time.Second)
 	for _, m := range manifests {
 		path := filepath.Join(spool, m.name+".yaml")
-		if err := os.WriteFile(path, []byte(m.body), 0o644); err != nil {
-			return fail(m.name, "%v", err)
-		}
-		if err := chownTo(path, s.user); err != nil {
+		if err := dropManifest(path, m.body, s.user); err != nil {
 			return fail(m.name, "%v", err)
 		}
 		time.Sleep(200 * time.Millisecond) // arrival order is the queue's order
@@ -558,11 +571,10 @@ func runSetup(s *setup, controller, guest string) []result {
 	func() {
 		path := filepath.Join(spool, "leftover.yaml")
 		body := manifest(fmt.Sprintf("[sh, -c, 'setsid %s hold %s/left.pid & exec sleep 600']", guest, work), small)
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		if err := dropManifest(path, body, s.user); err != nil {
 			add("kill9-restart", false, "%v", err)
 			return
 		}
-		_ = chownTo(path, s.user)
 		pid, err := waitPID(filepath.Join(work, "left.pid"), 120*time.Second)
 		if err != nil {
 			add("kill9-restart", false, "the setsid child never started: %v", err)
