@@ -22,14 +22,7 @@ type publishedBudgets struct {
 
 // publishBudgets writes the governor's view into stateDir, atomically.
 func publishBudgets(stateDir string, v governor.BudgetsView, now time.Time) error {
-	data, err := json.Marshal(publishedBudgets{WrittenAt: now, Budgets: v})
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return err
-	}
-	return publishFile(stateDir, budgetsFile, data)
+	return publishJSON(stateDir, budgetsFile, publishedBudgets{WrittenAt: now, Budgets: v})
 }
 
 // ReadBudgets reads the budgets a controller published in stateDir and when
@@ -73,11 +66,7 @@ func publishWriteErrors(stateDir string, errs map[string]WriteError) error {
 		}
 		return nil
 	}
-	data, err := json.Marshal(errs)
-	if err != nil {
-		return err
-	}
-	return publishFile(stateDir, writeErrorsFile, data)
+	return publishJSON(stateDir, writeErrorsFile, errs)
 }
 
 // ReadWriteErrors returns the failing status writes a running controller

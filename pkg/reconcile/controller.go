@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -140,13 +139,7 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 // SPOOL/.lardon3d; a root controller's directory for another user's spool
 // has that user's group).
 func (c *Controller) prepare(sweep bool) error {
-	mkdir := os.MkdirAll
-	if filepath.Dir(c.cfg.StateDir) == filepath.Clean(c.cfg.SpoolDir) {
-		// SPOOL/.lardon3d: a spool directory moved away meanwhile is not
-		// made anew by its state directory's creation.
-		mkdir = os.Mkdir
-	}
-	if err := mkdir(c.cfg.StateDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.MkdirAll(c.cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	for _, dir := range []string{filepath.Join(c.cfg.StateDir, "logs"), filepath.Join(c.cfg.StateDir, "run")} {

@@ -91,15 +91,6 @@ func publishEstimates(stateDir string, est []ProfileEstimate) error {
 	return publishJSON(stateDir, estimatesFile, est)
 }
 
-// publishJSON publishes v as JSON in STATE/name (publishFile).
-func publishJSON(stateDir, name string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return publishFile(stateDir, name, data)
-}
-
 // ReadEstimates returns every profile's summary from the history a
 // controller of stateDir keeps at historyPath ("": STATE/history.db):
 // from the store when no controller holds it, else from what the running

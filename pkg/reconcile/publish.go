@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"time"
@@ -74,4 +75,13 @@ func publishFile(stateDir, name string, data []byte) error {
 		_ = os.Remove(tmp)
 	}
 	return err
+}
+
+// publishJSON publishes v as JSON in STATE/name (publishFile).
+func publishJSON(stateDir, name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return publishFile(stateDir, name, data)
 }
