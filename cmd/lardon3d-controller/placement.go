@@ -206,22 +206,28 @@ type placedSpool struct {
 	dir, stateDir string
 }
 
-// runStateDir is the state directory run keeps for a spool: SPOOL/.lardon3d,
-// except for a controller running as root and a spool another user owns:
-// STATE_BASE/spools/HASH-NAME, made here, owned by root, its group the
-// spool's (setgid, mode 2750: the owner's verbs read the logs and views
-// there, nobody but root writes).
+// runStateDir is the state directory run keeps for a spool: SPOOL/.lardon3d
+// when the controller's user owns the spool and nobody else can write it
+// (or it is sticky); else STATE_BASE/spools/HASH-NAME, made here: for a
+// controller running as root, owned by root, its group the spool's
+// (setgid, mode 2750: the owner's verbs read the logs and views there,
+// nobody but root writes); for another user, 0700 (userStateDir).
 func runStateDir(dir string) (string, error) {
 	own := ownStateDir(dir)
-	if os.Geteuid() != 0 {
-		return own, nil
-	}
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		return "", fmt.Errorf("spool %s: %w", dir, err)
 	}
-	if st.Uid == 0 {
+	if int64(st.Uid) == int64(os.Geteuid()) && (st.Mode&0o022 == 0 || st.Mode&unix.S_ISVTX != 0) {
+		// Nobody else can rename SPOOL/.lardon3d away or put another in
+		// its place (a sticky spool included: there, one made by someone
+		// else first is refused at start, not its owner's).
 		return own, nil
+	}
+	if os.Geteuid() != 0 {
+		// A spool others can write (--allow-shared-spool): they could swap
+		// SPOOL/.lardon3d for a directory of links to this user's files.
+		return userStateDir(dir)
 	}
 	base := stateBase()
 	if err := os.MkdirAll(filepath.Join(base, "spools"), 0o755); err != nil {
@@ -259,6 +265,19 @@ func runStateDir(dir string) (string, error) {
 		return "", fmt.Errorf("state directory of %s: %w", dir, err)
 	}
 	if err := os.Chmod(sd, 0o750|os.ModeSetgid); err != nil {
+		return "", fmt.Errorf("state directory of %s: %w", dir, err)
+	}
+	return sd, nil
+}
+
+// userStateDir is the state directory a controller that is not root keeps
+// for a spool it does not own alone: STATE_BASE/spools/HASH-NAME, 0700.
+func userStateDir(dir string) (string, error) {
+	sd := foreignStateDir(stateBase(), dir)
+	if err := os.MkdirAll(filepath.Dir(sd), 0o700); err != nil {
+		return "", fmt.Errorf("state directory of %s: %w", dir, err)
+	}
+	if err := os.Mkdir(sd, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("state directory of %s: %w", dir, err)
 	}
 	return sd, nil

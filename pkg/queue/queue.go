@@ -41,7 +41,19 @@ const (
 	// ReasonStartFailed: the runner could not start the batch and its error
 	// named no reason of its own.
 	ReasonStartFailed = "StartFailed"
+	// ReasonPrepareFailed: what a batch needs before its command runs (its
+	// log, items file, scratch directory, cgroup) could not be made, for
+	// a reason that may pass (a full or read-only disk): the task waits,
+	// Pending, and tries again with backoff, its retries untouched.
+	ReasonPrepareFailed = "PrepareFailed"
 )
+
+// IsTransient reports whether a BatchRunner's Start error may pass: err
+// (or an error it wraps) has a method Transient() bool that says so.
+func IsTransient(err error) bool {
+	var t interface{ Transient() bool }
+	return errors.As(err, &t) && t.Transient()
+}
 
 // TaskState is a point-in-time view of one task, for get, describe and metrics.
 type TaskState struct {

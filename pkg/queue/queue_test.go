@@ -3,8 +3,10 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -758,5 +760,63 @@ func TestBusy(t *testing.T) {
 	q.scanOnce()
 	if q.Busy() {
 		t.Error("busy once every task is removed and a scan ran")
+	}
+}
+
+// transientErr is a Start error that may pass, like runner.PrepareError.
+type transientErr struct{ msg string }
+
+func (e transientErr) Error() string   { return e.msg }
+func (e transientErr) Transient() bool { return true }
+
+// A batch that cannot be prepared (a full state disk) leaves the task
+// Pending with the reason shown and its reservation released, then tries
+// again with backoff: never Failed, its retries (none here) untouched.
+func TestPrepareFailureWaitsAndRetriesWithoutSpendingRetries(t *testing.T) {
+	a := mkTask("a", 1, 4, 4)
+	a.Retries = 0
+	h := newHarness(t, Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute}, 100)
+	var mu sync.Mutex
+	refusals := 3
+	h.run.startErr = func(Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals == 0 {
+			return nil
+		}
+		refusals--
+		return fmt.Errorf("start batch 0 of a: open log: %w", transientErr{"no space left on device"})
+	}
+	if err := h.q.Upsert(a); err != nil {
+		t.Fatal(err)
+	}
+	delay := time.Second
+	for i := 0; i < 3; i++ {
+		p := h.obs.waitEvent(t, fmt.Sprintf("refusal %d", i+1), func(e Event) bool {
+			return e.Task == "a" && e.Type == EventPhase && e.Phase == v1alpha1.PhasePending && e.Reason == ReasonPrepareFailed &&
+				strings.Contains(e.Message, "trying again in "+delay.String())
+		})
+		if !strings.Contains(p.Message, "no space left") {
+			t.Errorf("Pending message %q does not say why", p.Message)
+		}
+		h.adm.mu.Lock()
+		held := h.adm.grants - h.adm.releases
+		h.adm.mu.Unlock()
+		if held != 0 {
+			t.Errorf("refusal %d: %d reservations held while waiting", i+1, held)
+		}
+		h.clk.Step(delay - time.Millisecond)
+		if !h.clk.HasWaiters() {
+			t.Fatalf("refusal %d: tried again before %v", i+1, delay)
+		}
+		h.clk.Step(time.Millisecond)
+		delay *= 2
+	}
+	h.run.nth(t, "a", 0).ok()
+	h.obs.waitPhase(t, "a", v1alpha1.PhaseDone)
+	for _, e := range h.q.History() {
+		if e.Task == "a" && e.Phase == v1alpha1.PhaseFailed {
+			t.Errorf("a went Failed: %q", e.Message)
+		}
 	}
 }

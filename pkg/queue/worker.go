@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -35,7 +36,7 @@ const (
 // for bookkeeping, never while a batch runs.
 func (q *Queue) work(e *entry) {
 	defer q.workerExit(e)
-	attempt, failures := 1, 0
+	attempt, failures, unprepared := 1, 0, 0
 	var backoff clock.Timer
 	for {
 		if backoff != nil {
@@ -65,9 +66,27 @@ func (q *Queue) work(e *entry) {
 				q.finishCancelled(e)
 				return
 			}
-			q.failStart(e, b, err)
-			return
+			if !IsTransient(err) {
+				q.failStart(e, b, err)
+				return
+			}
+			// The command never ran: no retry of the task's is spent.
+			// Released meanwhile, reserved again after the backoff.
+			unprepared++
+			if !q.sleep(e, q.unprepared(e, b, err, unprepared)) {
+				q.finishCancelled(e)
+				return
+			}
+			switch q.sequenceBreak(e) {
+			case outCancelled:
+				q.finishCancelled(e)
+				return
+			case outStop:
+				return
+			}
+			continue
 		}
+		unprepared = 0
 		res, cancelled := q.awaitBatch(e, rb)
 		if cancelled {
 			q.finishCancelled(e)
@@ -212,6 +231,25 @@ func (q *Queue) failStart(e *entry, b Batch, err error) {
 	bc := b
 	q.lockedEmit(e, Event{Type: EventBatchEnded, Batch: &bc, Result: &res})
 	q.lockedEnd(e, v1alpha1.PhaseFailed, reason, fmt.Sprintf("batch %d could not start: %v", b.Index, err))
+}
+
+// unprepared reports a batch that could not be prepared for a reason
+// that may pass (the n-th in a row): the batch is ended with reason
+// PrepareFailed, the reservation released, the task Pending until the
+// returned backoff timer fires.
+func (q *Queue) unprepared(e *entry, b Batch, err error, n int) clock.Timer {
+	delay := q.cfg.backoff(n)
+	now := q.clock.Now()
+	res := BatchResult{ExitCode: -1, Reason: ReasonPrepareFailed, Message: err.Error(), Started: now, Ended: now}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t := q.clock.NewTimer(delay)
+	q.lockedRelease(e)
+	bc := b
+	q.lockedEmit(e, Event{Type: EventBatchEnded, Batch: &bc, Result: &res})
+	q.lockedSetPhase(e, v1alpha1.PhasePending, ReasonPrepareFailed,
+		fmt.Sprintf("batch %d could not be prepared (%v); trying again in %v", b.Index, err, delay.Round(time.Millisecond)))
+	return t
 }
 
 // awaitBatch waits for the batch, applying pause and resume; on a cancel it

@@ -211,13 +211,13 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	c := qb.Contract
 	if c.ScratchDir != "" && b.scratch != nil {
 		if err := b.scratch.Create(c.ScratchDir); err != nil {
-			return nil, fmt.Errorf("task %q: %w", qb.Task, err)
+			return nil, runner.NewPrepareError(fmt.Errorf("task %q: %w", qb.Task, err))
 		}
 		if ri.user != nil {
 			// The controller just made it, under a root-owned volume's
 			// lease directory: no link to follow.
 			if err := os.Lchown(c.ScratchDir, int(ri.user.UID), int(ri.user.GID)); err != nil {
-				return nil, fmt.Errorf("task %q: scratch lease for uid %d: %w", qb.Task, ri.user.UID, err)
+				return nil, runner.NewPrepareError(fmt.Errorf("task %q: scratch lease for uid %d: %w", qb.Task, ri.user.UID, err))
 			}
 		}
 	}
@@ -270,7 +270,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	if err := b.journal.started(qb.Task, group); err != nil {
 		rb.Cancel()
 		<-rb.Done() // its cgroup handed back too
-		return nil, fmt.Errorf("task %q: recording the process group: %w", qb.Task, err)
+		return nil, runner.NewPrepareError(fmt.Errorf("task %q: recording the process group: %w", qb.Task, err))
 	}
 	b.mu.Lock()
 	b.mu.running[rb] = struct{}{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+	"github.com/lardon3d/lardon3d-controller/pkg/trust"
 )
 
 // Spool is what the controller needs of the spool directory; *spool.Spool
@@ -142,9 +144,15 @@ func (c *Controller) prepare(sweep bool) error {
 	if err := os.MkdirAll(c.cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
+	if err := trust.OwnDir(c.cfg.StateDir, "state directory"); err != nil {
+		return err
+	}
 	for _, dir := range []string{filepath.Join(c.cfg.StateDir, "logs"), filepath.Join(c.cfg.StateDir, "run")} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
+		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("state directory: %w", err)
+		}
+		if err := trust.OwnDir(dir, "state directory"); err != nil {
+			return err
 		}
 	}
 	runAs, err := spoolUser(c.cfg.SpoolDir)

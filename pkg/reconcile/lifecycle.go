@@ -201,6 +201,16 @@ func projectEvent(st *v1alpha1.TaskStatus, ev queue.Event, strict bool, advice e
 		case v1alpha1.PhasePending:
 			st.Reservation = nil
 			reoffered(st)
+			if ev.Reason != "" {
+				// Back from Reserved or Running: no longer admitted, and
+				// the condition says why (a wait, a batch that could not
+				// be prepared, a shutdown).
+				typ := v1alpha1.ConditionAdmitted
+				if v1alpha1.WaitsOnDependencies(ev.Reason) {
+					typ = v1alpha1.ConditionDependenciesReady
+				}
+				setCond(typ, metav1.ConditionFalse, ev.Reason, ev.Message)
+			}
 		case v1alpha1.PhaseDone:
 			st.Reservation, st.ProcessGroup = nil, nil
 			st.CompletionTime = &now

@@ -107,9 +107,10 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	logf, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW, 0o644) // never through a link
 	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
+		s.Spares.put(itemsFile)
+		return nil, NewPrepareError(fmt.Errorf("start batch %d of %s: open log: %w", s.BatchIndex, s.Task, err))
 	}
 	b := &Batch{
 		spec: s, fs: fs, log: logf, itemsFile: itemsFile, runAs: runAs,
@@ -140,7 +141,8 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 		v := s.Cgroup.Version()
 		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.kernelLimit(v), MemorySoft: s.MemoryLimit, Fresh: s.belowFloor(v)})
 		if err != nil {
-			return fail(fmt.Errorf("create the batch's cgroup: %w", err))
+			_, err := fail(fmt.Errorf("create the batch's cgroup: %w", err))
+			return nil, NewPrepareError(err)
 		}
 		b.cg = cg
 		b.logf("=== batch %d in cgroup v%d %s, memory limit %s ===", s.BatchIndex, s.Cgroup.Version(), cg.Dir(),
@@ -148,7 +150,8 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	}
 	logStart, err := logf.Seek(0, io.SeekEnd)
 	if err != nil {
-		return fail(fmt.Errorf("log: %w", err))
+		_, err := fail(fmt.Errorf("log: %w", err))
+		return nil, NewPrepareError(err)
 	}
 	b.progress = newProgressReader(s.LogPath, logStart, int64(len(s.Items)))
 	if err := b.start(); err != nil {
@@ -605,7 +608,7 @@ loop:
 	b.opMu.Unlock()
 	if b.cg != nil {
 		if err := b.cg.Recycle(); err != nil {
-			if f, ferr := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND, 0); ferr == nil {
+			if f, ferr := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|unix.O_NOFOLLOW, 0); ferr == nil {
 				_, _ = fmt.Fprintf(f, "=== batch %d: %v ===\n", s.BatchIndex, err)
 				_ = f.Close()
 			}
@@ -914,7 +917,7 @@ func writeItems(s Spec, runAs *User) (string, error) {
 		sb.WriteByte('\n')
 	}
 	if err := os.MkdirAll(s.RunDir, 0o700); err != nil {
-		return "", fmt.Errorf("create run directory: %w", err)
+		return "", NewPrepareError(fmt.Errorf("start batch %d of %s: create run directory: %w", s.BatchIndex, s.Task, err))
 	}
 	if runAs != nil && runAs.UID != 0 {
 		if err := prepareRunDir(s.RunDir); err != nil {
@@ -923,7 +926,10 @@ func writeItems(s Spec, runAs *User) (string, error) {
 	}
 	name, err := writeItemsFile(s.Spares, s.RunDir, itemsFileName(s.Task, s.BatchIndex), []byte(sb.String()), runAs)
 	if err != nil {
-		return "", fmt.Errorf("write items file: %w", err)
+		if name != "" {
+			_ = os.Remove(name) // a partial file; never handed on
+		}
+		return "", NewPrepareError(fmt.Errorf("start batch %d of %s: write items file: %w", s.BatchIndex, s.Task, err))
 	}
 	return name, nil
 }

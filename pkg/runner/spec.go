@@ -51,6 +51,26 @@ var (
 	ErrLeftoverSurvived = errors.New("leftover processes survived SIGKILL")
 )
 
+// PrepareError is a failure to make what a batch needs before its command
+// runs (the run directory, the items file, the log, the cgroup) for a
+// reason that may pass: a full, read-only or missing state directory. The
+// caller tries again later (Transient); nothing of the command ran.
+type PrepareError struct{ Err error }
+
+// NewPrepareError wraps err as a PrepareError; nil stays nil.
+func NewPrepareError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PrepareError{Err: err}
+}
+
+func (e *PrepareError) Error() string { return e.Err.Error() }
+func (e *PrepareError) Unwrap() error { return e.Err }
+
+// Transient reports that the failure may pass: always true.
+func (e *PrepareError) Transient() bool { return true }
+
 // EnvVar is one environment variable given to the command. Value may
 // reference other variables as $(NAME).
 type EnvVar struct {

@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/trust"
 )
 
 // ErrRunAsUser: the batch cannot be run as Spec.User: a controller that is
@@ -157,8 +159,8 @@ func prepareRunDir(dir string) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("run directory: %w", &os.PathError{Op: "fstat", Path: dir, Err: err})
 	}
-	if !controllerOnly(&st, true) { // swapped since the check
-		return notControllerOnly("run directory", dir, dir, &st)
+	if !trust.Safe(&st, true) { // swapped since the check
+		return fmt.Errorf("%w: %w", ErrRunAsUser, trust.Untrusted("run directory", dir, dir, &st))
 	}
 	if st.Mode&0o011 != 0o011 {
 		if err := unix.Fchmod(fd, st.Mode&0o7777|0o011); err != nil {
@@ -168,49 +170,14 @@ func prepareRunDir(dir string) error {
 	return nil
 }
 
-// checkControllerOnly returns an error wrapping ErrRunAsUser when dir (what
-// names it, in the error), or a directory above it, may be changed by
-// someone else than the controller: a root controller writes there by path
-// for a batch run as another user, who must not be able to swap an entry
-// for a link. A sticky directory above dir (/tmp) is allowed: there no one
-// renames or removes what is not theirs.
+// checkControllerOnly is trust.ControllerOnly, its error wrapping
+// ErrRunAsUser too: a root controller writes into dir by path for a batch
+// run as another user, who must not be able to swap an entry for a link.
 func checkControllerOnly(dir, what string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	if err := trust.ControllerOnly(dir, what); err != nil {
+		return fmt.Errorf("%w: %w", ErrRunAsUser, err)
 	}
-	for d := abs; ; d = filepath.Dir(d) {
-		var st unix.Stat_t
-		if err := unix.Stat(d, &st); err != nil {
-			return fmt.Errorf("%s: %w", what, &os.PathError{Op: "stat", Path: d, Err: err})
-		}
-		if !controllerOnly(&st, d == abs) {
-			return notControllerOnly(what, dir, d, &st)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
-}
-
-// controllerOnly is checkControllerOnly's test of one directory of stat
-// st: owned by root or the controller, and written by its owner alone or,
-// above the leaf, sticky.
-func controllerOnly(st *unix.Stat_t, leaf bool) bool {
-	ownerOK := st.Uid == 0 || int64(st.Uid) == int64(os.Geteuid())
-	writeOK := st.Mode&0o022 == 0 || !leaf && st.Mode&unix.S_ISVTX != 0
-	return ownerOK && writeOK
-}
-
-// notControllerOnly says that d, dir or a directory above it, fails
-// controllerOnly.
-func notControllerOnly(what, dir, d string, st *unix.Stat_t) error {
-	where := what + " " + dir
-	if d != dir {
-		where += ": " + d + " above it"
-	}
-	return fmt.Errorf("%w: %s (owner uid %d, mode %#o) may be changed by others than the controller",
-		ErrRunAsUser, where, st.Uid, st.Mode&0o7777)
+	return nil
 }
 
 // errForeignFile: an items file that is not the controller's to hand out

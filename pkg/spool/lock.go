@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/trust"
 )
 
 // ErrLocked is wrapped by the error of Lock when another controller runs
@@ -57,6 +59,11 @@ type ControllerLock struct {
 func Lock(spoolDir, stateDir string) (*ControllerLock, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	// Everything the controller writes by path lives here: a directory
+	// someone else can change (replace, or fill with links) is refused.
+	if err := trust.OwnDir(stateDir, "state directory"); err != nil {
+		return nil, err
 	}
 	lockPath := filepath.Join(stateDir, LockFileName)
 	l := &ControllerLock{}
