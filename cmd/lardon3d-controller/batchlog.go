@@ -97,7 +97,7 @@ func printBatches(w io.Writer, f listing.File) {
 	if f.Task == nil || f.Task.Status.LogFile == "" {
 		return
 	}
-	data, err := readLog(f.Task.Status.LogFile)
+	data, err := readTaskLog(f.Task.Status.LogFile)
 	if err != nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
@@ -83,7 +84,7 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 		if f.Task == nil || f.Task.Status.LogFile == "" {
 			return fmt.Errorf("task %s has no log yet (phase %s)", f.Name(), f.Phase())
 		}
-		data, err := readLog(f.Task.Status.LogFile)
+		data, err := readTaskLog(f.Task.Status.LogFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			why := ""
 			if r := f.Row.Reason(); r != "" {
@@ -169,6 +170,20 @@ func readLog(path string) ([]byte, error) {
 		return nil, fmt.Errorf("log %s: %w", path, err)
 	}
 	return data, nil
+}
+
+// readTaskLog reads a task's whole log: the part rotated away (LOG.1,
+// when there is one), then the log itself (run's --log-max-size).
+func readTaskLog(path string) ([]byte, error) {
+	data, err := readLog(path)
+	if err != nil {
+		return nil, err
+	}
+	older, err := readLog(path + runner.RotatedLogSuffix)
+	if err != nil {
+		return data, nil // none yet, or unreadable: the log alone
+	}
+	return append(older, data...), nil
 }
 
 // tailLines is the last n lines of data (all of it when n < 0); a last

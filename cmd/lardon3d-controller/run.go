@@ -275,6 +275,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		waitForTasks int
 		provisional  string
 		batchPolicy  string
+		logMaxSize   string
+		pidsMax      int64
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -309,9 +311,15 @@ serves other users' spools and runs each task as the spool's owner.
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path (as in /proc/self/cgroup) under which the batches' cgroups are created (default: the controller's own cgroup)")
 	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchLargest, "which batch among those that fit: largest, or efficient (the least predicted time per item, once a profile's batches showed larger ones cost more per item)")
 	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate and no history reserves: a share of the memory capacity (25%) or a quantity (1Gi), clamped to what is free")
+	f.Int64Var(&pidsMax, "pids-max", runner.DefaultPidsMax, "most processes and threads one batch may have at once (its cgroup's pids.max, where the pids controller is available): a fork bomb stops there; 0: no bound")
+	f.StringVar(&logMaxSize, "log-max-size", "32Mi", "cap of each task's log: beyond it, the log's content moves to LOG.1 (replacing what was there) and the log starts again; 0: no cap")
 	f.DurationVar(&deleteGrace, "delete-grace", spool.DefaultDeleteGrace, "how long a vanished manifest may take to come back (an editor's save) or to reappear renamed before its task is cancelled")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := newLogger(g, cmd.ErrOrStderr())
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		logMax, err := parseLogMaxSize(logMaxSize)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -450,6 +458,8 @@ serves other users' spools and runs each task as the spool's owner.
 			ExitWhenDone: exitWhenDone,
 			WaitForTasks: waitForTasks,
 			KillGrace:    killGrace,
+			LogMaxBytes:  logMax,
+			PidsMax:      pidsMaxConfig(pidsMax),
 			Queue:        qcfg,
 			HistoryPath:  historyPath,
 
@@ -556,6 +566,28 @@ func removeCgroups(tree *cgroup.Tree, log zerolog.Logger) {
 	if err := tree.Remove(); err != nil {
 		log.Warn().Err(err).Msg("the batches' cgroup subtree is kept")
 	}
+}
+
+// pidsMaxConfig is --pids-max as reconcile.Config.PidsMax: 0 (no bound)
+// is -1 there.
+func pidsMaxConfig(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// parseLogMaxSize reads --log-max-size: a quantity, 0 for no cap (-1 in
+// reconcile.Config).
+func parseLogMaxSize(v string) (int64, error) {
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("--log-max-size %q: want a quantity such as 32Mi, or 0 for no cap", v)
+	}
+	if q.IsZero() {
+		return -1, nil
+	}
+	return max(q.Value(), 4096), nil
 }
 
 // parseProvisional reads --provisional-memory: a percentage of the memory

@@ -17,7 +17,7 @@ import (
 
 // maxStdinManifest bounds what `validate -` reads, as the spool bounds a
 // manifest file.
-const maxStdinManifest = 1 << 20
+const maxStdinManifest = spool.DefaultMaxFileSize
 
 func newValidateCommand() *cobra.Command {
 	return &cobra.Command{
@@ -127,6 +127,25 @@ func others(all []string, self string) []string {
 	return out
 }
 
+// readBounded reads the file at path, refusing one of more than max bytes
+// as the controller does (spool.DefaultMaxFileSize) before parsing it: a
+// huge file is neither read whole nor parsed for minutes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than %d bytes, the most a controller reads of a manifest: the controller would refuse it too", max)
+	}
+	return data, nil
+}
+
 // validateInputs reads one argument: a file, a directory's manifests, or -.
 func validateInputs(arg string, stdin io.Reader) ([]checked, error) {
 	if arg == "-" {
@@ -148,9 +167,9 @@ func validateInputs(arg string, stdin io.Reader) ([]checked, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
-		data, err := os.ReadFile(arg)
-		f := checked{label: arg, dir: filepath.Dir(arg), err: err}
-		if err == nil {
+		f := checked{label: arg, dir: filepath.Dir(arg)}
+		data, err := readBounded(arg, spool.DefaultMaxFileSize)
+		if f.err = err; err == nil {
 			f.task, f.err = v1alpha1.ParseManifest(filepath.Base(arg), data)
 		}
 		return []checked{f}, nil

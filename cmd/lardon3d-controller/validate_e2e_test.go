@@ -99,3 +99,24 @@ func TestValidateReadsStandardInputAndChecksDependsOnAcrossFiles(t *testing.T) {
 		t.Fatalf("empty directory: exit %d\n%s", code, out)
 	}
 }
+
+// A manifest larger than the controller reads (a 9 MB inline list took
+// validate minutes and gigabytes) is refused by validate as by the
+// controller, before any parsing.
+func TestValidateRefusesAManifestTooLargeForTheController(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString(strings.ReplaceAll(validManifest, "%NAME%", "huge"))
+	b.WriteString("  env:\n")
+	for i := 0; b.Len() <= 2<<20; i++ {
+		b.WriteString("  - {name: V" + strings.Repeat("X", 40) + ", value: '" + strings.Repeat("y", 200) + "'}\n")
+	}
+	path := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, "validate", path)
+	if code == 0 || !strings.Contains(out, "larger than 1048576 bytes") {
+		t.Errorf("validate of a 2 MiB manifest: exit %d\n%s", code, tail(out, 2000))
+	}
+}

@@ -24,15 +24,16 @@ import (
 const (
 	Memory  = "memory"
 	Freezer = "freezer"
+	Pids    = "pids"
 	CPUAcct = "cpuacct"
 	Unified = "unified"
 )
 
 // v1Controllers are the v1 hierarchies a group joins, memory first (it is
-// required; freezer is used where it is mounted). Not cpuacct: its reading
+// required; freezer and pids are used where they are mounted). Not cpuacct: its reading
 // was one more mkdir, move, read and rmdir per batch (5 % of the time of
 // a run of short tasks), for what the leader's rusage gives the runner.
-var v1Controllers = []string{Memory, Freezer}
+var v1Controllers = []string{Memory, Freezer, Pids}
 
 // controllerLeaf is the v2 leaf the controller moves itself into when its
 // own cgroup must hand controllers down to the subtree.
@@ -154,6 +155,9 @@ type Limits struct {
 	// MemorySoft is where the group is reclaimed first under machine-wide
 	// pressure (v1 soft limit; ignored on v2).
 	MemorySoft int64
+	// PidsMax bounds the group's tasks (processes and threads: pids.max),
+	// 0 for no bound; where no pids controller is offered, nothing.
+	PidsMax int64
 	// Fresh asks for a new group, not one Recycle kept (whose usage starts
 	// with up to RecycleResidue): for a caller that holds the usage to a
 	// bound of its own, below MemoryMax.
@@ -265,7 +269,7 @@ func openV1(o Options, mounts []*procfs.MountInfo, own []procfs.Cgroup) (*Tree, 
 			if c == Memory {
 				return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 			}
-			continue // freezer is optional
+			continue // freezer and pids are optional
 		}
 		t.dirs[c] = dir
 	}
@@ -418,18 +422,22 @@ func openUnder(m *procfs.MountInfo, parentPath string, o Options, mayMove bool) 
 	return &Tree{version: 2, dirs: map[string]string{Unified: dir}}, nil
 }
 
-// enableMemory makes dir's children get the memory controller (and cpu
-// where offered, for CPU time); a no-op when already enabled.
+// enableMemory makes dir's children get the memory controller (and cpu,
+// for CPU time, and pids, for Limits.PidsMax, where offered); a no-op
+// for what is already enabled.
 func enableMemory(dir string) error {
 	file := filepath.Join(dir, "cgroup.subtree_control")
-	if slices.Contains(readWords(file), Memory) {
-		return nil
+	enabled := readWords(file)
+	if !slices.Contains(enabled, Memory) {
+		if err := writeFile(file, "+memory"); err != nil {
+			return err
+		}
 	}
-	if err := writeFile(file, "+memory"); err != nil {
-		return err
-	}
-	if slices.Contains(readWords(filepath.Join(dir, "cgroup.controllers")), "cpu") {
-		_ = writeFile(file, "+cpu")
+	offered := readWords(filepath.Join(dir, "cgroup.controllers"))
+	for _, c := range []string{"cpu", Pids} {
+		if slices.Contains(offered, c) && !slices.Contains(enabled, c) {
+			_ = writeFile(file, "+"+c)
+		}
 	}
 	return nil
 }
@@ -485,7 +493,7 @@ func (t *Tree) New(name string, l Limits) (*Group, error) {
 	}
 	t.has.once.Do(func() {
 		t.has.files = map[string]bool{}
-		for _, f := range []string{"memory.memsw.limit_in_bytes", "memory.swap.max", "memory.oom.group"} {
+		for _, f := range []string{"memory.memsw.limit_in_bytes", "memory.swap.max", "memory.oom.group", "pids.max"} {
 			t.has.files[f] = exists(filepath.Join(g.mainDir(), f))
 		}
 	})

@@ -114,8 +114,10 @@ func TestV2OpenEnablesMemoryAndNewSetsLimits(t *testing.T) {
 		t.Fatalf("tree v%d at %s, want v2 under the controller's own cgroup", tree.Version(), tree.Dir())
 	}
 	for _, d := range []string{"cg/app.slice/ctl", "cg/app.slice/ctl/lardon3d-test"} {
-		if got := f.read(d + "/cgroup.subtree_control"); got != "+cpu" && got != "+memory" {
-			t.Errorf("%s/cgroup.subtree_control = %q, want memory (then cpu) enabled", d, got)
+		// A fixture file keeps the last write: memory, then cpu and pids
+		// where offered.
+		if got := f.read(d + "/cgroup.subtree_control"); got != "+cpu" && got != "+memory" && got != "+pids" {
+			t.Errorf("%s/cgroup.subtree_control = %q, want memory (then cpu, pids) enabled", d, got)
 		}
 	}
 	g, err := tree.New("batch-1", Limits{MemoryMax: 70 << 20, MemorySoft: 64 << 20})

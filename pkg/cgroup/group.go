@@ -107,7 +107,7 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 	}
 	// Memory last in, first out: a thread in the batch's freezer but not
 	// in its memory cgroup charges nothing to the batch.
-	for _, c := range []string{Freezer, Memory} {
+	for _, c := range []string{Freezer, Pids, Memory} {
 		d, ok := g.ref.Dirs[c]
 		if !ok {
 			continue
@@ -261,6 +261,9 @@ func (g *Group) CPUTime() (time.Duration, bool) {
 // are set where the kernel has them, so that a batch cannot go past its
 // limit by swapping.
 func (g *Group) setLimits(l Limits) error {
+	if err := g.setPidsMax(l.PidsMax); err != nil {
+		return err
+	}
 	d := g.mainDir()
 	if g.ref.Version == 1 {
 		if l.MemoryMax != g.limits.MemoryMax {
@@ -304,6 +307,31 @@ func (g *Group) setLimits(l Limits) error {
 		}
 	}
 	g.limits = l
+	return nil
+}
+
+// setPidsMax writes pids.max where the group has the pids controller (v1:
+// its directory in that hierarchy; v2: the file in its directory).
+func (g *Group) setPidsMax(n int64) error {
+	if n == g.limits.PidsMax {
+		return nil
+	}
+	var file string
+	switch {
+	case g.ref.Version == 1 && g.ref.Dirs[Pids] != "":
+		file = filepath.Join(g.ref.Dirs[Pids], "pids.max")
+	case g.ref.Version == 2 && g.tree.has.files["pids.max"]:
+		file = filepath.Join(g.mainDir(), "pids.max")
+	default:
+		return nil
+	}
+	v := "max"
+	if n > 0 {
+		v = strconv.FormatInt(n, 10)
+	}
+	if err := writeFile(file, v); err != nil {
+		return fmt.Errorf("set pids.max: %w", err)
+	}
 	return nil
 }
 

@@ -50,7 +50,11 @@ type progressNote struct {
 type batchRunner struct {
 	killGrace time.Duration
 	tolerance float64
-	onGroup   func(groupNote)
+	// logMax caps each task's log (runner.Spec.LogMaxBytes; 0: no cap).
+	logMax int64
+	// pidsMax bounds each batch's tasks (runner.Spec.PidsMax; 0: none).
+	pidsMax int64
+	onGroup func(groupNote)
 	// onProgress, when set, hears a running batch's reported progress.
 	onProgress func(progressNote)
 	// scratch creates a lease's directory before its batch starts.
@@ -65,6 +69,8 @@ type batchRunner struct {
 	journal *groupJournal
 	// spares recycles the items files' inodes.
 	spares *runner.Spares
+	// runDir holds the items files (STATE/run).
+	runDir string
 	// cleanups counts the batches whose end (cgroup removal, journal
 	// line) is not done yet.
 	cleanups sync.WaitGroup
@@ -177,12 +183,36 @@ func (b *batchRunner) keepOnly(name string, gen int64) {
 	}
 }
 
-// forget drops a task.
+// forget drops a task; the items files its failed batches kept go once
+// no batch of it runs.
 func (b *batchRunner) forget(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.mu.tasks, name)
 	delete(b.mu.committed, name)
+	if b.mu.live[name] == 0 {
+		b.lockedRemoveItemsFiles(name)
+	}
+}
+
+// removeItemsFiles is lockedRemoveItemsFiles.
+func (b *batchRunner) removeItemsFiles(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lockedRemoveItemsFiles(name)
+}
+
+// lockedRemoveItemsFiles removes, off the caller's goroutine, the items
+// files a task's failed batches kept. REQUIRES: b.mu held.
+func (b *batchRunner) lockedRemoveItemsFiles(name string) {
+	if b.runDir == "" {
+		return
+	}
+	b.cleanups.Add(1)
+	go func() {
+		defer b.cleanups.Done()
+		runner.RemoveItemsFiles(b.runDir, name)
+	}()
 }
 
 func (b *batchRunner) lookup(name string, gen int64) *runInfo {
@@ -236,6 +266,8 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		ScratchDir:      c.ScratchDir,
 		Timeout:         qb.Timeout,
 		LogPath:         ri.logPath,
+		LogMaxBytes:     b.logMax,
+		PidsMax:         b.pidsMax,
 		RunDir:          ri.runDir,
 		Spares:          b.spares,
 		KillGrace:       b.killGrace,
@@ -285,6 +317,10 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		delete(b.mu.running, rb)
 		if b.mu.live[qb.Task]--; b.mu.live[qb.Task] == 0 {
 			delete(b.mu.live, qb.Task)
+			if b.mu.tasks[qb.Task] == nil {
+				// The task was deleted while this batch ended.
+				b.lockedRemoveItemsFiles(qb.Task)
+			}
 		}
 		close(b.mu.liveCh)
 		b.mu.liveCh = make(chan struct{})

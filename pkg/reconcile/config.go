@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 )
 
 // StateDirName is the name of a spool's own state directory
@@ -43,6 +44,12 @@ type Config struct {
 	WaitForTasks int
 	// KillGrace is the SIGTERM→SIGKILL delay on cancel (default 10 s).
 	KillGrace time.Duration
+	// PidsMax bounds each batch's processes and threads (runner.Spec.PidsMax):
+	// 0 means runner.DefaultPidsMax, < 0 no bound.
+	PidsMax int64
+	// LogMaxBytes caps each task's log (runner.Spec.LogMaxBytes): 0 means
+	// runner.DefaultLogMaxBytes, < 0 no cap.
+	LogMaxBytes int64
 	// MemoryTolerance is how far a batch may exceed its memory contract
 	// before it is killed (default 0.10).
 	MemoryTolerance float64
@@ -100,6 +107,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = 10 * time.Second
+	}
+	if cfg.PidsMax == 0 {
+		cfg.PidsMax = runner.DefaultPidsMax
+	}
+	if cfg.LogMaxBytes == 0 {
+		cfg.LogMaxBytes = runner.DefaultLogMaxBytes
 	}
 	if cfg.MemoryTolerance <= 0 {
 		cfg.MemoryTolerance = 0.10

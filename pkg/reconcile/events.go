@@ -108,6 +108,8 @@ func (c *Controller) applyQueueEvent(ev queue.Event) {
 	}
 	if ev.Type == queue.EventPhase && ev.Phase == v1alpha1.PhaseDone {
 		c.resolveDeferred(e.name)
+		// Every batch succeeded: what failed attempts kept is obsolete.
+		c.batches.removeItemsFiles(e.name)
 	}
 	if ev.Type == queue.EventPhase && v1alpha1.IsTerminal(ev.Phase) && e.editPending() {
 		// An edit waited for this generation to end, Done included: it is

@@ -174,6 +174,9 @@ func (h *Host) newController(cfg Config, sp Spool) *Controller {
 	c.resolver = &resolver{spoolDir: cfg.SpoolDir, stateDir: cfg.StateDir, requests: newInbox(), answer: func(r itemsResolved) { c.inbox.push(r) }}
 	c.batches = newBatchRunner(cfg.KillGrace, cfg.MemoryTolerance, func(n groupNote) { c.inbox.push(n) })
 	c.batches.commitFirst = cfg.CommitBeforeNextBatch
+	c.batches.logMax = max(cfg.LogMaxBytes, 0)
+	c.batches.pidsMax = max(cfg.PidsMax, 0)
+	c.batches.runDir = filepath.Join(cfg.StateDir, "run")
 	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
 	c.batches.cgroups = h.cgroups
 	c.batches.scratch = h.scratch

@@ -519,3 +519,18 @@ func TestBatchCPUTimeIsMeasured(t *testing.T) {
 		})
 	}
 }
+
+// A batch's processes and threads are bounded (Spec.PidsMax): a loop that
+// forks a hundred children gets no more than the bound, and the machine
+// outside the batch is not touched.
+func TestCgroupBoundsTheProcessesOfABatch(t *testing.T) {
+	tree := testTree(t)
+	s := cgSpec(t, tree, "sh", "-c", `n=0; for i in $(seq 100); do sleep 2 & n=$((n+1)); echo spawned $n; done 2>/dev/null; wait`)
+	s.PidsMax = 20
+	res := start(t, s).Wait()
+	log := readLog(t, s)
+	spawned := strings.Count(log, "spawned ")
+	if spawned == 0 || spawned >= 20 {
+		t.Errorf("%d children spawned under pids.max 20 (result %+v); log:\n%s", spawned, res, log)
+	}
+}

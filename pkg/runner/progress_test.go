@@ -2,33 +2,22 @@ package runner
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// progressOf feeds stream to a reader in the chunks cut at the offsets in
-// cuts, as a command writing it piece by piece would, and returns the
+// progressOf feeds stream to a scanner in the chunks cut at the offsets
+// in cuts, as a command writing it piece by piece would, and returns the
 // count after each chunk.
 func progressOf(t *testing.T, stream string, size int64, cuts ...int) []int64 {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "log")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p := newProgressReader(path, 0, size)
-	defer p.close()
+	p := newProgressScanner(size)
 	var counts []int64
 	prev := 0
 	for _, c := range append(cuts, len(stream)) {
-		if _, err := f.WriteString(stream[prev:c]); err != nil {
-			t.Fatal(err)
-		}
+		p.scan([]byte(stream[prev:c]))
 		prev = c
-		p.poll(int64(c))
 		counts = append(counts, p.count)
 	}
 	return counts
@@ -78,10 +67,10 @@ func TestProgressAnyWriteBoundary(t *testing.T) {
 	}
 }
 
-// TestProgressFloodReadsTheEnd: a command that wrote megabytes between two
-// samples is read from near the end, and its last report is still seen.
-func TestProgressFloodReadsTheEnd(t *testing.T) {
-	noise := strings.Repeat("some output that is not progress\n", (3*progressReadMax)/33)
+// TestProgressFloodKeepsTheLastReport: a command that wrote megabytes
+// between two reports still has its last report seen.
+func TestProgressFloodKeepsTheLastReport(t *testing.T) {
+	noise := strings.Repeat("some output that is not progress\n", 100_000)
 	got := progressOf(t, "LARDON3D_PROGRESS 1\n"+noise+"LARDON3D_PROGRESS 9\n", 10)
 	if got[0] != 9 {
 		t.Fatalf("count %d, want 9", got[0])

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -31,12 +30,16 @@ const pauseWait = 5 * time.Second
 // Batch is a batch in flight: one command run as its own process group.
 // Its methods are safe for concurrent use.
 type Batch struct {
-	spec      Spec
-	fs        procfs.FS
-	cmd       *exec.Cmd
-	group     ProcessGroup
-	started   time.Time
-	log       *os.File
+	spec    Spec
+	fs      procfs.FS
+	cmd     *exec.Cmd
+	group   ProcessGroup
+	started time.Time
+	// out writes the log; outR is the read end of the output pipe.
+	out  *outputCopier
+	outR *os.File
+	// lastCount is the progress count last told to Spec.OnProgress.
+	lastCount int64
 	itemsFile string
 	// runAs is the user the command is switched to; nil when it runs with
 	// the controller's own credentials.
@@ -50,11 +53,7 @@ type Batch struct {
 	esc     escapees
 	// rss is the batch's memory at the last sample: its cgroup's working
 	// set, or the group's resident memory.
-	rss atomic.Int64
-	// progress reads the command's LARDON3D_PROGRESS lines from the log;
-	// only the supervising goroutine uses it.
-	progress *progressReader
-
+	rss        atomic.Int64
 	cancelOnce sync.Once
 	cancelCh   chan struct{} // closed by Cancel
 	wake       chan struct{} // buffered(1): the pause state changed
@@ -107,13 +106,13 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW, 0o644) // never through a link
+	out, err := newOutputCopier(s.LogPath, s.LogMaxBytes, int64(len(s.Items)))
 	if err != nil {
 		s.Spares.put(itemsFile)
 		return nil, NewPrepareError(fmt.Errorf("start batch %d of %s: open log: %w", s.BatchIndex, s.Task, err))
 	}
 	b := &Batch{
-		spec: s, fs: fs, log: logf, itemsFile: itemsFile, runAs: runAs,
+		spec: s, fs: fs, out: out, itemsFile: itemsFile, runAs: runAs, lastCount: -1,
 		cancelCh: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}), done: make(chan struct{}),
 	}
 	b.logf("=== batch %d items %s threads %d memory %s attempt %d at %s ===",
@@ -127,7 +126,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	}
 	fail := func(err error) (*Batch, error) {
 		b.logf("=== batch %d could not start: %v ===", s.BatchIndex, err)
-		_ = logf.Close()
+		out.close()
 		_ = os.Rename(itemsFile, filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex))) // kept, out of the pool
 		if b.cg != nil {
 			_, _ = b.cg.Kill(time.Second)
@@ -139,7 +138,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 		// Below the floor a reused group's residue would count in the
 		// working set held to the contract: a fresh group then.
 		v := s.Cgroup.Version()
-		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.kernelLimit(v), MemorySoft: s.MemoryLimit, Fresh: s.belowFloor(v)})
+		cg, err := s.Cgroup.New(cgroupName(s), cgroup.Limits{MemoryMax: s.kernelLimit(v), MemorySoft: s.MemoryLimit, PidsMax: s.PidsMax, Fresh: s.belowFloor(v)})
 		if err != nil {
 			_, err := fail(fmt.Errorf("create the batch's cgroup: %w", err))
 			return nil, NewPrepareError(err)
@@ -148,15 +147,20 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 		b.logf("=== batch %d in cgroup v%d %s, memory limit %s ===", s.BatchIndex, s.Cgroup.Version(), cg.Dir(),
 			memoryText(s.kernelLimit(s.Cgroup.Version())))
 	}
-	logStart, err := logf.Seek(0, io.SeekEnd)
+	// One pipe for the output: the copier is the log's only writer.
+	r, w, err := os.Pipe()
 	if err != nil {
-		_, err := fail(fmt.Errorf("log: %w", err))
+		_, err := fail(fmt.Errorf("output pipe: %w", err))
 		return nil, NewPrepareError(err)
 	}
-	b.progress = newProgressReader(s.LogPath, logStart, int64(len(s.Items)))
-	if err := b.start(); err != nil {
+	b.outR = r
+	err = b.start(w)
+	_ = w.Close() // the batch's processes hold it now
+	if err != nil {
+		_ = r.Close()
 		return fail(err)
 	}
+	go out.run(r)
 	leaderExited := make(chan struct{})
 	go waitLeader(b.cmd.Process.Pid, leaderExited)
 	go b.supervise(ctx, leaderExited)
@@ -164,7 +168,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 }
 
 // start resolves and launches the command.
-func (b *Batch) start() error {
+func (b *Batch) start(output *os.File) error {
 	s := b.spec
 	env, argv, err := buildEnv(os.Environ(), s, b.itemsFile)
 	if err != nil {
@@ -196,8 +200,8 @@ func (b *Batch) start() error {
 		Args:   argv,
 		Env:    env,
 		Dir:    s.WorkingDir,
-		Stdout: b.log,
-		Stderr: b.log,
+		Stdout: output,
+		Stderr: output,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid: true,
 			// Go's forkExec sets it after the credentials change (which
@@ -384,7 +388,6 @@ func waitLeader(pid int, exited chan<- struct{}) {
 // left of the batch, reaps the leader and sets the result.
 func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	defer close(b.done)
-	defer b.progress.close()
 	s := b.spec
 	m := newMeter(b)
 	ceiling := s.memoryCeiling()
@@ -528,6 +531,11 @@ loop:
 		killAll()
 		time.Sleep(wait)
 	}
+	// Every process is gone: what they wrote reaches the log before the
+	// end is told.
+	b.out.drain(b.outR)
+	_ = b.outR.Close()
+	b.pollProgress()
 	waitErr := b.cmd.Wait()
 	leaders.pids.Delete(b.cmd.Process.Pid)
 	ended := time.Now()
@@ -584,7 +592,7 @@ loop:
 	}
 	b.logf("=== batch %d ended: %s after %v, %s ===", s.BatchIndex, end,
 		ended.Sub(b.started).Round(time.Millisecond), peakText)
-	_ = b.log.Close()
+	b.out.close()
 	switch kept := filepath.Join(s.RunDir, itemsFileName(s.Task, s.BatchIndex)); {
 	case res.ExitCode == 0 && res.Reason == "":
 		s.Spares.put(b.itemsFile)
@@ -733,15 +741,16 @@ func (m *meter) failed(err error) {
 	}
 }
 
-// pollProgress reads the progress lines the command appended to the log
-// since the last sample, and tells Spec.OnProgress when the count changed.
+// pollProgress tells Spec.OnProgress the count the output copier last
+// found in the command's output, when it changed.
 func (b *Batch) pollProgress() {
-	fi, err := b.log.Stat()
-	if err != nil || !b.progress.poll(fi.Size()) {
+	n := b.out.count()
+	if n == b.lastCount {
 		return
 	}
+	b.lastCount = n
 	if b.spec.OnProgress != nil {
-		b.spec.OnProgress(b.progress.count)
+		b.spec.OnProgress(n)
 	}
 }
 
@@ -897,10 +906,11 @@ func (b *Batch) notify() {
 	}
 }
 
-// logf appends one line to the task's log; write errors are ignored (the
-// log is best effort, the status carries the result).
+// logf appends one line of the runner's to the task's log, through the
+// output copier; write errors are counted there, never returned (the log
+// is best effort, the status carries the result).
 func (b *Batch) logf(format string, args ...any) {
-	_, _ = fmt.Fprintf(b.log, format+"\n", args...)
+	b.out.line(fmt.Sprintf(format, args...))
 }
 
 // writeItems writes the batch's items, one per line, to a file in s.RunDir

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -77,7 +78,7 @@ func (p *Spares) take(dir, fallback string) (name string, reused bool) {
 func (p *Spares) put(path string) {
 	dir, name := filepath.Split(path)
 	dir = filepath.Clean(dir)
-	if p != nil && poolName.MatchString(name) {
+	if p != nil && poolName.MatchString(name) && small(path) {
 		p.mu.Lock()
 		if len(p.free[dir]) < maxSpares {
 			p.free[dir] = append(p.free[dir], name)
@@ -87,6 +88,36 @@ func (p *Spares) put(path string) {
 		p.mu.Unlock()
 	}
 	_ = os.Remove(path)
+}
+
+// spareMaxBytes bounds a pool file kept for reuse: rewriting one in place
+// saves an inode, not the blocks of a long list, which would stay on disk
+// for nothing (a task of millions of items leaves megabytes).
+const spareMaxBytes = 64 << 10
+
+// small reports whether the file at path may be kept in the pool.
+func small(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Size() <= spareMaxBytes
+}
+
+// RemoveItemsFiles removes the items files a task's failed batches kept in
+// dir (TASK.batch-INDEX.items): the task is gone, or Done.
+func RemoveItemsFiles(dir, task string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := strings.ReplaceAll(task, "/", "_") + ".batch-"
+	for _, e := range ents {
+		index, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		if index, ok = strings.CutSuffix(index, ".items"); ok && index != "" && strings.Trim(index, "0123456789") == "" {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // adoptSpares lists the pool files already in dir (left by an earlier

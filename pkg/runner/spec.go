@@ -127,6 +127,14 @@ type Spec struct {
 	// run as another User (uid 0 aside), its directory is held to the
 	// rule of RunDir.
 	LogPath string
+	// PidsMax bounds the tasks (processes and threads) of the batch's
+	// cgroup, where the pids controller is available: a fork bomb stops
+	// there. 0: no bound.
+	PidsMax int64
+	// LogMaxBytes caps the log: once it holds more (checked at the start
+	// and at every sample), what it holds moves to LogPath.1, replacing
+	// the part there, and it starts again (rotateLog). 0: no cap.
+	LogMaxBytes int64
 	// RunDir is where the items file is written (created when missing),
 	// as TASK.batch-INDEX.items. For a batch run as another User (uid 0
 	// aside) it and the directories above it must be root's or the

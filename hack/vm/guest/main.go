@@ -33,7 +33,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: guest setups|alloc|hold|tick ...")
+		fmt.Fprintln(os.Stderr, "usage: guest setups|alloc|hold|tick|forks ...")
 		os.Exit(2)
 	}
 	var err error
@@ -46,6 +46,8 @@ func main() {
 		err = hold(os.Args[2:])
 	case "tick":
 		err = tick(os.Args[2:])
+	case "forks":
+		err = forks(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown verb %q", os.Args[1])
 	}
@@ -85,6 +87,26 @@ func alloc(args []string) error {
 
 func writePID(file string) error {
 	return os.WriteFile(file, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+}
+
+// forks starts N children (sleep) until one fails to fork, and writes
+// how many started to FILE.
+func forks(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("usage: forks N FILE")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil {
+		return err
+	}
+	started := 0
+	for range n {
+		if err := exec.Command("sleep", "30").Start(); err != nil {
+			break
+		}
+		started++
+	}
+	return os.WriteFile(args[1], []byte(strconv.Itoa(started)+"\n"), 0o644)
 }
 
 func hold(args []string) error {
@@ -149,8 +171,12 @@ const tester = "tester"
 // controllerArgs are the run flags every setup uses.
 func controllerArgs(bin, spool string) []string {
 	return []string{bin, "run", "--spool", spool, "--cgroups", "required", "--load-threshold", "-1",
-		"--kill-grace", "2s", "--delete-grace", "1s", "--log-format", "json"}
+		"--kill-grace", "2s", "--delete-grace", "1s", "--log-format", "json", "--pids-max", strconv.Itoa(pidsMax)}
 }
+
+// pidsMax is the controller's --pids-max in every setup: low enough that
+// the forks scenario meets it, above what the other scenarios need.
+const pidsMax = 64
 
 func shellQuote(args []string) string {
 	q := make([]string, len(args))
@@ -212,7 +238,7 @@ func userUnit(unit string) func(s *setup, bin, spool, logFile string) (func(), e
 // testFlags are the flags the unit files' setups add to the shipped
 // ExecStart (a drop-in), for the test's shorter graces and its log.
 func testFlags() string {
-	return "--cgroups required --load-threshold -1 --kill-grace 2s --delete-grace 1s --log-format json"
+	return "--cgroups required --load-threshold -1 --kill-grace 2s --delete-grace 1s --log-format json --pids-max " + strconv.Itoa(pidsMax)
 }
 
 // systemUnitFile installs deploy/systemd/lardon3d-controller.service as the
@@ -551,6 +577,22 @@ func runSetup(s *setup, controller, guest string) []result {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
+	// 5. A batch that forks 200 children gets fewer than --pids-max:
+	// its cgroup's pids.max holds them (a fork bomb stops there).
+	func() {
+		path, count := filepath.Join(spool, "forks.yaml"), filepath.Join(work, "forks.count")
+		if err := dropManifest(path, manifest(fmt.Sprintf("[%s, forks, '200', %s]", guest, count), small), s.user); err != nil {
+			add("pids-max", false, "%v", err)
+			return
+		}
+		if _, err := waitTask(path, 120*time.Second, terminal); err != nil {
+			add("pids-max", false, "%v; controller log: %s", err, tailFile(logFile))
+			return
+		}
+		b, err := os.ReadFile(count)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		add("pids-max", err == nil && n > 0 && n < pidsMax, "%d of 200 children started under --pids-max %d (%v)", n, pidsMax, err)
+	}()
 	// The controller said which setup it found.
 	add("setup-line", strings.Contains(setupLine, "cgroup v2"), "%s", setupLine)
 	if s.asOwner {
@@ -564,7 +606,7 @@ func runSetup(s *setup, controller, guest string) []result {
 		add("runs-as-owner", err == nil && strconv.Itoa(int(st.Uid)) == want.Uid, "tick.pid (written by the batch) belongs to uid %d, want %s's (%v)", st.Uid, s.user, err)
 	}
 
-	// 5. kill -9 of the controller, then a new one in the same setup:
+	// 6. kill -9 of the controller, then a new one in the same setup:
 	// what the batch left (a child that left the session) is killed,
 	// and the new controller finds its cgroups again (the scope of the
 	// dead one, where it has one).

@@ -1,0 +1,47 @@
+package reconcile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+)
+
+// The items files leave the run directory with their batches: a Done
+// task's long list is not kept in the pool of spare files, and the file a
+// failed batch kept goes when its task is deleted.
+func TestItemsFilesGoWithTheirTask(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.write("big.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: big}\nspec:\n  command: [sh, -c, 'wc -l $LARDON3D_ITEMS_FILE']\n"+
+		"  items: {count: 40000}\n  resources: {batch: {max: 40000}, fixed: {memory: 64Mi}}\n")
+	h.write("bad.yaml", manifest("bad", "exit 3", "  retries: 0\n"))
+	h.start()
+	h.eventually("big Done, bad Failed", func() bool {
+		return h.status("big.yaml").Phase == v1alpha1.PhaseDone && h.status("bad.yaml").Phase == v1alpha1.PhaseFailed
+	})
+	runDir := filepath.Join(h.dir, StateDirName, "run")
+	kept := filepath.Join(runDir, "bad.batch-000000.items")
+	if _, err := os.Stat(kept); err != nil {
+		t.Fatalf("the failed batch's items file is not kept for a look: %v", err)
+	}
+	large := func() []string {
+		var out []string
+		ents, _ := os.ReadDir(runDir)
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && !strings.HasSuffix(e.Name(), ".items") && fi.Size() > 64<<10 {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	h.eventually("no large spare items file", func() bool { return len(large()) == 0 })
+	if err := os.Remove(filepath.Join(h.dir, "bad.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("bad's kept items file removed with its task", func() bool {
+		_, err := os.Stat(kept)
+		return os.IsNotExist(err)
+	})
+}
