@@ -534,3 +534,55 @@ func TestCgroupBoundsTheProcessesOfABatch(t *testing.T) {
 		t.Errorf("%d children spawned under pids.max 20 (result %+v); log:\n%s", spawned, res, log)
 	}
 }
+
+// rootCgroupProcs are the cgroup.procs files of the hierarchies' roots
+// the tree's batches are in: where a root batch would move itself to
+// escape its limits and its freezer.
+func rootCgroupProcs(t *testing.T, tree *cgroup.Tree) string {
+	t.Helper()
+	if tree.Version() == 2 {
+		return "/sys/fs/cgroup/cgroup.procs"
+	}
+	return "/sys/fs/cgroup/memory/cgroup.procs /sys/fs/cgroup/freezer/cgroup.procs"
+}
+
+// A batch whose process moves itself out of its cgroup (as root it may
+// write any cgroup.procs) is killed, with what it started: its contract
+// could not hold.
+func TestABatchThatLeavesItsCgroupIsKilled(t *testing.T) {
+	tree := testTree(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// $$$$: the command's $$ (runner expands $(NAME), $$ escapes a $).
+	s := cgSpec(t, tree, "sh", "-c", `for f in `+rootCgroupProcs(t, tree)+`; do echo $$$$ > $f; done; sleep 60 & echo $! > `+pidFile+`; wait`)
+	res := start(t, s).Wait()
+	if res.Reason != ReasonLeftCgroup {
+		t.Fatalf("result %+v, want %s; log:\n%s", res, ReasonLeftCgroup, readLog(t, s))
+	}
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			waitFor(t, "the leaver's child gone", func() bool { return !alive(pid) })
+		}
+	}
+}
+
+// A process that leaves the cgroup before any sample sees it (a child
+// that moves itself at once, then the batch ends) does not outlive its
+// batch: it still carries the batch's mark.
+func TestAProcessThatLeftBeforeAnySampleDiesWithItsBatch(t *testing.T) {
+	tree := testTree(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s := cgSpec(t, tree, "sh", "-c", `sh -c 'for f in `+rootCgroupProcs(t, tree)+`; do echo $$$$ > $f; done; echo $$$$ > `+pidFile+`; exec setsid sleep 60' & sleep 0.2; exit 0`)
+	s.SampleInterval = time.Hour // no sample after the first
+	b := start(t, s)
+	b.Wait()
+	<-b.Done()
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the child never ran: %v; log:\n%s", err, readLog(t, s))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, fmt.Sprintf("pid %d, which left the cgroup, gone", pid), func() bool { return !alive(pid) })
+}

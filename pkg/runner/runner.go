@@ -434,9 +434,22 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 		b.esc.signal(unix.SIGCONT)
 		graceC = time.After(s.KillGrace)
 	}
+	var leavers *leaverWatch
+	if b.cg != nil {
+		leavers = newLeaverWatch(procfs.DefaultMountPoint, b.cmd.Process.Pid)
+	}
 	check := func() {
 		m.sample()
 		b.pollProgress()
+		if leavers != nil {
+			if left := leavers.check(m.members); len(left) > 0 {
+				n := killLeavers(procfs.DefaultMountPoint, left)
+				setReason(ReasonLeftCgroup, fmt.Sprintf("pid %v moved out of the batch's cgroup, where its contract is held: killed with %d processes it started, and the batch with them", left, n-len(left)))
+				b.logf("=== batch %d: pid %v left its cgroup: killed, and the batch ===", s.BatchIndex, left)
+				killAll()
+				leavers = nil
+			}
+		}
 		switch {
 		case m.oomKills > 0:
 			memoryKill(b.kernelKillMessage())
@@ -615,13 +628,35 @@ loop:
 	close(b.ended)
 	b.opMu.Unlock()
 	if b.cg != nil {
+		var notes []string
 		if err := b.cg.Recycle(); err != nil {
+			notes = append(notes, err.Error())
+		}
+		if b.mayLeaveCgroup() {
+			// A process that left the cgroup before any sample saw it
+			// still carries the batch's mark: off the path to the next
+			// batch, nothing of this one is left running.
+			if n, _ := KillByEnv(BatchIDEnv, b.batchID); n > 0 {
+				notes = append(notes, fmt.Sprintf("killed %d processes that had left the cgroup", n))
+			}
+		}
+		for _, n := range notes {
 			if f, ferr := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|unix.O_NOFOLLOW, 0); ferr == nil {
-				_, _ = fmt.Fprintf(f, "=== batch %d: %v ===\n", s.BatchIndex, err)
+				_, _ = fmt.Fprintf(f, "=== batch %d: %s ===\n", s.BatchIndex, n)
 				_ = f.Close()
 			}
 		}
 	}
+}
+
+// mayLeaveCgroup reports whether the batch's processes may write into the
+// cgroup files the controller uses: they run as root, or as the
+// controller's own user (whose delegated cgroups are theirs).
+func (b *Batch) mayLeaveCgroup() bool {
+	if b.runAs == nil {
+		return true
+	}
+	return b.runAs.UID == 0 || int64(b.runAs.UID) == int64(os.Geteuid())
 }
 
 // kernelKillMessage says that the kernel killed a process of the batch at
@@ -650,6 +685,8 @@ type meter struct {
 	peakWorkingSet int64
 	oomKills       int64
 	cpu            time.Duration
+	// members are the cgroup's live processes at the last sample.
+	members []int
 }
 
 func newMeter(b *Batch) *meter {
@@ -688,6 +725,7 @@ func (m *meter) sample() int {
 		m.failed(err)
 		return -1
 	}
+	m.members = live
 	return len(live)
 }
 
