@@ -95,7 +95,7 @@ tasks, status included: the task itself for a single name, else a list,
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "output format: wide, name, json, yaml, jsonpath=TEMPLATE ({.items[*].metadata.name}; {.status.phase} of get NAME), custom-columns=HEADER:.json.path,... or custom-columns-file=FILE (default: a table)")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector (k8s syntax: app=colmap,stage!=mesh,env in (a,b))")
-	f.StringVar(&o.sortBy, "sort-by", "queue", "row order: queue (status.queueSeq; not yet queued last), name, age (oldest first) or phase")
+	f.StringVar(&o.sortBy, "sort-by", "queue", "row order: queue (status.queueSeq; not yet queued last), name, age (oldest first) or phase (in lifecycle order: New, Pending, Reserved, Running, Paused, Done, Failed, Rejected, then Invalid)")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, follow changes")
 	return cmd
@@ -191,7 +191,8 @@ func showFiles(p *tablePrinter, l listed, o *getOptions, single bool, now time.T
 // comparisons).
 func sortFiles(files []listing.File, by string) {
 	type keys struct {
-		primary string // name or phase (by "name", "phase")
+		primary string // by "name"
+		rank    int    // by "phase": phaseRank
 		start   *int64 // by "age" (Unix seconds); nil: never started
 		seq     int64  // queue position, math.MaxInt64 when never queued
 		name    string
@@ -207,7 +208,7 @@ func sortFiles(files []listing.File, by string) {
 		case "name":
 			k.primary = k.name
 		case "phase":
-			k.primary = f.Phase()
+			k.rank = phaseRank(f.Phase())
 		case "age":
 			if f.Row != nil {
 				k.start = f.Row.Start
@@ -217,6 +218,9 @@ func sortFiles(files []listing.File, by string) {
 	}
 	slices.SortFunc(ks, func(a, b keys) int {
 		if c := strings.Compare(a.primary, b.primary); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
 			return c
 		}
 		switch {
@@ -251,6 +255,23 @@ func sortFiles(files []listing.File, by string) {
 		}
 		files[at], ks[at].i = first, -1
 	}
+}
+
+// lifecycle lists the phases get shows in the order a task lives them:
+// --sort-by phase follows it.
+var lifecycle = []string{
+	listing.PhaseNew, string(v1alpha1.PhasePending), string(v1alpha1.PhaseReserved),
+	string(v1alpha1.PhaseRunning), string(v1alpha1.PhasePaused), string(v1alpha1.PhaseDone),
+	string(v1alpha1.PhaseFailed), string(v1alpha1.PhaseRejected), listing.PhaseInvalid, listing.PhaseDeleted,
+}
+
+// phaseRank is phase's place in lifecycle; a phase it does not list comes
+// after every one it does.
+func phaseRank(phase string) int {
+	if i := slices.Index(lifecycle, phase); i >= 0 {
+		return i
+	}
+	return len(lifecycle)
 }
 
 // queueSeq is f's position in the queue; 0 when it was never queued.
