@@ -5,10 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -223,16 +222,44 @@ func Suggest(book *history.Book, profile string) Suggestion {
 // ResourcesBlock is a resources block to paste, from learned costs.
 func ResourcesBlock(c history.Costs) string {
 	return fmt.Sprintf("resources: {fixed: {memory: %s}, perItem: {memory: %s}, perThread: {memory: %s}}",
-		quantityMi(c.FixedBytes), quantityMi(c.PerItemBytes), quantityMi(c.PerThreadBytes))
+		SuggestedQuantity(c.FixedBytes), SuggestedQuantity(c.PerItemBytes), SuggestedQuantity(c.PerThreadBytes))
 }
 
-// quantityMi rounds bytes up to a whole MiB (a whole KiB below 64 MiB, so
-// that small per-item costs are not inflated), in Kubernetes notation.
-func quantityMi(b int64) string {
-	unit := int64(1 << 20)
-	if b < 64<<20 {
-		unit = 1 << 10
+// SuggestedQuantity is b bytes rounded up to a quantity a person writes,
+// in Kubernetes notation: the largest binary unit (Ki, Mi, Gi) not above
+// b, whole from 16 units up (30188Ki is 30Mi), in quarters below (13.1Mi
+// is 13.25Mi), so that a suggestion is never below what was measured
+// and never more than a quarter of a unit, or a sixteenth, above it.
+// "0" for nothing.
+func SuggestedQuantity(b int64) string {
+	if b <= 0 {
+		return "0"
 	}
-	n := (b + unit - 1) / unit
-	return resource.NewQuantity(n*unit, resource.BinarySI).String()
+	unit, suffix := int64(1), ""
+	for _, u := range []struct {
+		size   int64
+		suffix string
+	}{{1 << 30, "Gi"}, {1 << 20, "Mi"}, {1 << 10, "Ki"}} {
+		if b >= u.size {
+			unit, suffix = u.size, u.suffix
+			break
+		}
+	}
+	if unit == 1 || b >= 16*unit {
+		n := b / unit
+		if b%unit != 0 {
+			n++
+		}
+		return strconv.FormatInt(n, 10) + suffix
+	}
+	quarter := unit / 4
+	q := b / quarter
+	if b%quarter != 0 {
+		q++
+	}
+	whole, frac := q/4, q%4
+	if frac == 0 {
+		return strconv.FormatInt(whole, 10) + suffix
+	}
+	return strconv.FormatInt(whole, 10) + []string{"", ".25", ".5", ".75"}[frac] + suffix
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/internal/damagedbolt"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -159,9 +160,39 @@ func BenchmarkLearnerEstimateDeclared(b *testing.B) {
 
 func TestResourcesBlockRounding(t *testing.T) {
 	got := ResourcesBlock(history.Costs{FixedBytes: 300*mi + 1, PerItemBytes: 13*mi + mi/10, PerThreadBytes: 0})
-	want := "resources: {fixed: {memory: 301Mi}, perItem: {memory: 13415Ki}, perThread: {memory: 0}}"
+	want := "resources: {fixed: {memory: 301Mi}, perItem: {memory: 13.25Mi}, perThread: {memory: 0}}"
 	if got != want {
 		t.Fatalf("%s\nwant %s", got, want)
+	}
+}
+
+// TestSuggestedQuantityRoundsUpToAPersonsUnit: a suggestion is written in
+// the largest unit that fits (30Mi, never 30188Ki), parses back to at
+// least what was measured, and is at most a quarter of its unit above it.
+func TestSuggestedQuantityRoundsUpToAPersonsUnit(t *testing.T) {
+	for _, tc := range []struct {
+		bytes int64
+		want  string
+	}{
+		{0, "0"}, {-5, "0"}, {100, "100"},
+		{1 << 10, "1Ki"}, {1<<10 + 1, "1.25Ki"}, {300 << 10, "300Ki"},
+		{30188 << 10, "30Mi"}, {29 * mi, "29Mi"}, {mi + 1, "1.25Mi"}, {3 * mi / 2, "1.5Mi"},
+		{15*mi + mi/2 + 1, "15.75Mi"}, {16*mi + 1, "17Mi"},
+		{1<<30 + 100*mi, "1.25Gi"}, {20<<30 + 1, "21Gi"},
+	} {
+		got := SuggestedQuantity(tc.bytes)
+		if got != tc.want {
+			t.Errorf("SuggestedQuantity(%d) = %s, want %s", tc.bytes, got, tc.want)
+			continue
+		}
+		q, err := resource.ParseQuantity(got)
+		if err != nil {
+			t.Errorf("%s does not parse: %v", got, err)
+			continue
+		}
+		if tc.bytes > 0 && q.Value() < tc.bytes {
+			t.Errorf("%s is %d bytes, below the %d measured", got, q.Value(), tc.bytes)
+		}
 	}
 }
 
