@@ -1,12 +1,8 @@
 package reconcile
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -21,34 +17,6 @@ const DefaultProvisionalFraction = 0.25
 
 // minProvisional is the least a provisional reservation asks for.
 const minProvisional = 64 << 20
-
-// ProfileOf names the history a task's batches feed: spec.resources.profile,
-// else the class and the base name of command[0] (for `sh -c SCRIPT` and
-// the like, the shell and a hash of the script, since the shell says
-// nothing of the program).
-func ProfileOf(spec *v1alpha1.TaskSpec) string {
-	if spec.Resources.Profile != "" {
-		return spec.Resources.Profile
-	}
-	class := string(spec.Class)
-	if class == "" {
-		class = string(v1alpha1.ClassCustom)
-	}
-	prog := "none"
-	if len(spec.Command) > 0 {
-		prog = filepath.Base(spec.Command[0])
-		switch prog {
-		case "sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "python", "python3":
-			sum := sha256.Sum256([]byte(strings.Join(spec.Command[1:], "\x00")))
-			prog += "-" + hex.EncodeToString(sum[:4])
-		}
-	}
-	p := class + "/" + prog
-	if len(p) > history.MaxProfileLen {
-		p = p[:history.MaxProfileLen]
-	}
-	return p
-}
 
 // learner is the queue's Learner: it keeps every finished batch in the
 // book (in memory, at once) and hands it to persist (the history store,

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,15 +31,42 @@ func TestProfileOf(t *testing.T) {
 		{v1alpha1.TaskSpec{Class: "features", Command: []string{"/usr/bin/colmap", "feature_extractor"}}, "features/colmap"},
 		{v1alpha1.TaskSpec{Command: []string{"lardon3d-synth"}}, "custom/lardon3d-synth"},
 		{v1alpha1.TaskSpec{Command: []string{"colmap"}, Resources: v1alpha1.Resources{Profile: "colmap-features-640"}}, "colmap-features-640"},
+		// spec.resources.profile wins over everything below.
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap x"}, Resources: v1alpha1.Resources{Profile: "mine"}}, "mine"},
+		// A script file: named after it.
+		{v1alpha1.TaskSpec{Command: []string{"python3", "train.py", "--epochs", "3"}}, "custom/train.py"},
+		{v1alpha1.TaskSpec{Command: []string{"/usr/bin/python3", "-u", "/data/jobs/train.py"}}, "custom/train.py"},
+		{v1alpha1.TaskSpec{Command: []string{"python3", "-m", "mypkg.worker"}}, "custom/mypkg.worker"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "./run.sh", "a"}}, "custom/run.sh"},
+		{v1alpha1.TaskSpec{Class: "mesh", Command: []string{"bash", "-e", "scripts/mesh.sh"}}, "mesh/mesh.sh"},
+		{v1alpha1.TaskSpec{Command: []string{"env", "OMP_NUM_THREADS=2", "python3", "train.py"}}, "custom/train.py"},
+		// An inline script: named after its first program.
+		{v1alpha1.TaskSpec{Class: "features", Command: []string{"sh", "-c", "colmap feature_extractor --database_path db"}}, "features/colmap"},
+		{v1alpha1.TaskSpec{Command: []string{"bash", "-ec", "set -u\n# extract\nX=1 exec colmap feature_extractor"}}, "custom/colmap"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", "cd work && if test -f x; then python3 ../train.py; fi"}}, "custom/train.py"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", `list=$(mktemp) && trap 'rm -f "$list"' EXIT
+sed 's|.*/||' "$LARDON3D_ITEMS_FILE" > "$list"
+colmap feature_extractor --image_list_path "$list"`}}, "custom/colmap"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", `xargs -d "\n" -a "$LARDON3D_ITEMS_FILE" gzip -kfv`}}, "custom/xargs"},
+		{v1alpha1.TaskSpec{Command: []string{"busybox", "sh", "-c", "gzip -k x"}}, "custom/gzip"},
 	} {
 		if got := ProfileOf(&tc.spec); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.spec.Command, got, tc.want)
+			t.Errorf("%q: %q, want %q", tc.spec.Command, got, tc.want)
 		}
 	}
+	// Editing a script keeps its profile.
 	a := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap a"}})
-	b := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap b"}})
-	if a == b || a[:10] != "custom/sh-" {
-		t.Errorf("two shell scripts share profile %q / %q", a, b)
+	b := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap b --more"}})
+	if a != b || a != "custom/colmap" {
+		t.Errorf("an edited script changes profile: %q / %q", a, b)
+	}
+	// Nothing better than the hash: inline code, a program in a variable.
+	for _, cmd := range [][]string{{"python3", "-c", "print(1)"}, {"sh", "-c", `"$PROG" --x`}, {"sh"}} {
+		p := ProfileOf(&v1alpha1.TaskSpec{Command: cmd})
+		base := filepath.Base(cmd[0])
+		if !strings.HasPrefix(p, "custom/"+base+"-") || len(p) != len("custom/"+base+"-")+8 {
+			t.Errorf("%q: %q, want custom/%s-HASH", cmd, p, base)
+		}
 	}
 }
 
