@@ -145,7 +145,15 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 	}
 	fmt.Fprintf(tw, "Progress:\t%s\n", progressText(st, sp.Items))
 	reported, size, ran, running := runningReport(f.Row, now)
-	if running {
+	elapsed, expected, timed := expectedRun(f.Row, learned, now)
+	switch {
+	case running && reported > 0:
+		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
+			reported, size, ran.Round(time.Second))
+	case timed:
+		fmt.Fprintf(tw, "Running batch:\t~%d%%: no progress reported; it has run %s of the %s a batch of %s takes at the profile's pace\n",
+			expectedPercent(elapsed, expected), elapsed.Round(time.Second), expected.Round(time.Second), governor.Count(f.Row.LastBatch.Size, "item"))
+	case running:
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
 			reported, size, ran.Round(time.Second))
 	}
@@ -159,6 +167,9 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 			if paced {
 				how += ", and the running batch's pace"
 			}
+		}
+		if timed {
+			how = fmt.Sprintf("the profile's %s per batch and %s per item, less the running batch's time so far", learned.DurationFixed.Round(time.Millisecond), learned.DurationPerItem.Round(time.Millisecond))
 		}
 		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s)\n", d.Round(time.Second), left, how)
 	}

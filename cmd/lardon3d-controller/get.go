@@ -105,7 +105,8 @@ tasks, status included: the task itself for a single name, else a list,
 // their rows.
 type listed struct {
 	files []listing.File
-	// learned are the history's estimates by profile (-o wide's ETA).
+	// learned are the history's estimates by profile (-o wide's ETA, and
+	// the PROGRESS of a batch in flight that reports nothing).
 	learned map[string]*reconcile.ProfileEstimate
 	// served: the controller running on the spool listed the files.
 	served bool
@@ -151,10 +152,21 @@ func listTasks(dir, stateDir string, args []string, sel labels.Selector, o *getO
 		}
 	}
 	sortFiles(l.files, o.sortBy)
-	if o.output == "wide" {
+	if o.output == "wide" || o.output == "" && anyRunning(l.files) {
+		// -o wide's ETA; the PROGRESS of a batch that reports nothing.
 		l.learned = learnedEstimates(stateDir, defaultHistoryPath())
 	}
 	return l, nil
+}
+
+// anyRunning reports whether a task of files is Running.
+func anyRunning(files []listing.File) bool {
+	for _, f := range files {
+		if f.Row != nil && f.Row.Phase == v1alpha1.PhaseRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // learnedEstimates are the estimates by profile of the history at
@@ -456,7 +468,7 @@ func fileRow(f listing.File, wide bool, learned map[string]*reconcile.ProfileEst
 	progress, batch, memory, age := "-", "-", "-", "-"
 	wideCells := "\t-\t-\t-\t-\t-"
 	if !f.NotRead && !f.Invalid() {
-		progress, batch, memory, age = statusCells(f.Row, now)
+		progress, batch, memory, age = statusCells(f.Row, learned[f.Row.Profile], now)
 		if wide {
 			wideCells = "\t" + wideColumns(f.Row, learned[f.Row.Profile], now)
 		}
@@ -530,8 +542,10 @@ func printTable(w io.Writer, tasks []*v1alpha1.Task, now time.Time) {
 	fmt.Fprint(w, safeText(b.String()))
 }
 
-// statusCells are the PROGRESS, BATCH, MEMORY and AGE cells of r.
-func statusCells(r *listing.Row, now time.Time) (progress, batch, memory, age string) {
+// statusCells are the PROGRESS, BATCH, MEMORY and AGE cells of r; learned
+// is its profile's estimate (nil: none), which times a batch in flight
+// that reports no progress (~45%: its time so far against the profile's).
+func statusCells(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) (progress, batch, memory, age string) {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	progress, batch, memory, age = "-", "-", "-", "-"
 	if r.Total > 0 {
@@ -539,6 +553,8 @@ func statusCells(r *listing.Row, now time.Time) (progress, batch, memory, age st
 		if reported, _, _, ok := runningReport(r, now); ok && reported > 0 {
 			// Items the running batch reports done, not committed yet.
 			progress += " +" + itoa(reported)
+		} else if elapsed, expected, ok := expectedRun(r, learned, now); ok {
+			progress += " ~" + itoa(expectedPercent(elapsed, expected)) + "%"
 		}
 	}
 	if c := r.Reservation; c != nil {
