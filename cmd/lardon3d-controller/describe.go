@@ -51,7 +51,7 @@ func newDescribeCommand(g *globals) *cobra.Command {
 // describeFile prints f's story (describe, then its batches), with the
 // learned estimate of its profile among est and the failure to write its
 // status among errs, as the controller publishes them.
-func describeFile(w io.Writer, f listing.File, est []reconcile.ProfileEstimate, errs map[string]reconcile.WriteError, serving string) {
+func describeFile(w io.Writer, f listing.File, est []reconcile.ProfileEstimate, errs map[string]reconcile.WriteError, serving spoolController) {
 	var learned *reconcile.ProfileEstimate
 	if f.Task != nil {
 		profile := reconcile.ProfileOf(&f.Task.Spec)
@@ -75,15 +75,15 @@ func describeFile(w io.Writer, f listing.File, est []reconcile.ProfileEstimate, 
 
 // describe prints a task's story. Every value from the file (or its
 // name) is escaped (cell), and the whole text again (safeText).
-func describe(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
+func describe(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate, controller spoolController, now time.Time) {
 	var buf strings.Builder
 	describeTo(&buf, f, learned, controller, now)
 	fmt.Fprint(w, safeText(buf.String()))
 }
 
 // describeTo writes what describe shows; controller says which controller
-// serves the spool, or that none does ("": not said).
-func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate, controller string, now time.Time) {
+// serves the spool, or that none does (line "": not said).
+func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate, controller spoolController, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "Name:\t%s\n", cell(f.Name()))
@@ -105,16 +105,23 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 		}
 		fmt.Fprintf(tw, "Errors:\t%s\n", strings.Join(lines, "\n\t"))
 	}
-	if st.Phase != "" || f.Err == nil {
-		fmt.Fprintf(tw, "Phase:\t%s\n", cell(orDash(string(st.Phase))))
+	switch {
+	case st.Phase != "":
+		fmt.Fprintf(tw, "Phase:\t%s\n", cell(string(st.Phase)))
+	case f.Err == nil:
+		// As get lists it.
+		fmt.Fprintf(tw, "Phase:\t%s (no controller has read this manifest yet)\n", listing.PhaseNew)
 	}
 	if st.ObservedGeneration == 0 && st.Phase == "" {
 		fmt.Fprintf(tw, "Generation:\tnot observed yet (no controller has read this manifest)\n")
 	} else {
 		fmt.Fprintf(tw, "Generation:\t%d observed\n", st.ObservedGeneration)
 	}
-	if controller != "" {
-		fmt.Fprintf(tw, "Controller:\t%s\n", cell(controller))
+	if line := controller.line; line != "" {
+		if controller.none && st.Phase != "" && !v1alpha1.IsTerminal(st.Phase) {
+			line += "; the status below is as the last controller left it"
+		}
+		fmt.Fprintf(tw, "Controller:\t%s\n", cell(line))
 	}
 	fmt.Fprintf(tw, "Class:\t%s\n", cell(orDash(string(sp.Class))))
 	fmt.Fprintf(tw, "Command:\t%s\n", cell(strings.Join(sp.Command, " ")))
@@ -127,7 +134,7 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 	}
 	r := sp.Resources
 	fmt.Fprintf(tw, "Estimate:\tfixed %s + %s per item + %s per thread; batch %s; threads %d (min %d); io slots %d; gpu slots %d\n",
-		qty(r.Fixed.Memory), qty(r.PerItem.Memory), qty(r.PerThread.Memory), batchBounds(r.Batch, st.Progress.ItemsTotal), r.Threads, r.MinThreads, r.IOSlots, r.GPUSlots)
+		qty(r.Fixed.Memory), qty(r.PerItem.Memory), qty(r.PerThread.Memory), batchBounds(r.Batch, max(st.Progress.ItemsTotal, declaredItems(sp.Items))), r.Threads, r.MinThreads, r.IOSlots, r.GPUSlots)
 	describeLearned(tw, &sp, &st, learned)
 	fmt.Fprintf(tw, "Retries:\t%d\n", sp.Retries)
 	if sp.BatchTimeout != nil {
@@ -136,9 +143,17 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 	if sp.Paused {
 		fmt.Fprintf(tw, "Paused:\ttrue\n")
 	}
-	fmt.Fprintf(tw, "Progress:\t%s\n", progressText(st))
+	fmt.Fprintf(tw, "Progress:\t%s\n", progressText(st, sp.Items))
 	reported, size, ran, running := runningReport(f.Row, now)
-	if running {
+	elapsed, expected, timed := expectedRun(f.Row, learned, now)
+	switch {
+	case running && reported > 0:
+		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
+			reported, size, ran.Round(time.Second))
+	case timed:
+		fmt.Fprintf(tw, "Running batch:\t~%d%%: no progress reported; it has run %s of the %s a batch of %s takes at the profile's pace\n",
+			expectedPercent(elapsed, expected), elapsed.Round(time.Second), expected.Round(time.Second), governor.Count(f.Row.LastBatch.Size, "item"))
+	case running:
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
 			reported, size, ran.Round(time.Second))
 	}
@@ -152,6 +167,9 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 			if paced {
 				how += ", and the running batch's pace"
 			}
+		}
+		if timed {
+			how = fmt.Sprintf("the profile's %s per batch and %s per item, less the running batch's time so far", learned.DurationFixed.Round(time.Millisecond), learned.DurationPerItem.Round(time.Millisecond))
 		}
 		fmt.Fprintf(tw, "ETA:\t%s for %d items left (%s)\n", d.Round(time.Second), left, how)
 	}
@@ -220,9 +238,10 @@ func batchBounds(b v1alpha1.BatchBounds, itemsTotal int64) string {
 	return fmt.Sprintf("%d..the item count", b.Min)
 }
 
-// progressText is the Progress line: items done of the total and batches,
-// "-" as get's PROGRESS column says while no item is known.
-func progressText(st v1alpha1.TaskStatus) string {
+// progressText is the Progress line: items done of the total and batches;
+// before a controller counted them, the items the spec declares (a count,
+// a list of files), else "-" as get's PROGRESS column says.
+func progressText(st v1alpha1.TaskStatus, items v1alpha1.Items) string {
 	p := st.Progress
 	if p.ItemsTotal > 0 {
 		return fmt.Sprintf("%d/%d items, %s", p.ItemsDone, p.ItemsTotal, governor.Count(p.BatchesDone, "batch"))
@@ -230,7 +249,22 @@ func progressText(st v1alpha1.TaskStatus) string {
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionValid); c != nil && c.Status == metav1.ConditionFalse {
 		return "- (no items: see the Valid condition)"
 	}
+	if n := declaredItems(items); n > 0 {
+		return fmt.Sprintf("0/%d items (as the spec declares them; none run yet)", n)
+	}
 	return "- (items not resolved yet)"
+}
+
+// declaredItems is the number of items a spec states without resolving
+// anything (a count, a list of files); 0 for a glob.
+func declaredItems(items v1alpha1.Items) int64 {
+	switch {
+	case items.Count != nil:
+		return *items.Count
+	case len(items.Files) > 0:
+		return int64(len(items.Files))
+	}
+	return 0
 }
 
 func itemsSummary(it v1alpha1.Items) string {

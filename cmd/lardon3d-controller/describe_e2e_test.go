@@ -144,3 +144,56 @@ spec:
 		t.Errorf("a glob matching nothing (get: %q):\n%s", getRow("glob"), out)
 	}
 }
+
+// TestDescribeSaysNoControllerServesTheSpool (issue 33, point 2): a task
+// in a spool no controller serves is New, as get lists it, with a line
+// saying that no controller runs and how to start one, and its declared
+// item count rather than 0/0; a status a stopped controller left is
+// said to be that.
+func TestDescribeSaysNoControllerServesTheSpool(t *testing.T) {
+	spool := newSpool(t)
+	writeManifest(t, spool, "four.yaml", `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, 'true']
+  items: {count: 4}
+`)
+	writeManifest(t, spool, "left.yaml", `apiVersion: lardon3d.io/v1alpha1
+kind: Task
+spec:
+  command: [sh, -c, 'true']
+  items: {glob: "*.jpg"}
+status:
+  phase: Pending
+  observedGeneration: 1
+  taskName: left
+`)
+	// The tab-aligned columns, one space wide.
+	aligned := regexp.MustCompile(`(?m)^([A-Z][a-z ]+:) +`)
+	out, code := runCLI(t, "describe", "--spool", spool, "four")
+	out = aligned.ReplaceAllString(out, "$1 ")
+	if code != 0 {
+		t.Fatalf("describe: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{
+		"Phase: New (no controller has read this manifest yet)\n",
+		"Generation: not observed yet",
+		"Controller: none is running for this spool: the task starts once one serves it (`lardon3d-controller run --spool " + spool + "`",
+		"Progress: 0/4 items (as the spec declares them; none run yet)\n",
+		"batch 1..4;",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe four lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"Phase: -", "0 observed", "0/0"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("describe four says %q:\n%s", bad, out)
+		}
+	}
+	out, _ = runCLI(t, "describe", "--spool", spool, "left")
+	out = aligned.ReplaceAllString(out, "$1 ")
+	if !strings.Contains(out, "Phase: Pending\n") || !strings.Contains(out, "; the status below is as the last controller left it") || !strings.Contains(out, "Progress: - (items not resolved yet)") {
+		t.Errorf("describe left:\n%s", out)
+	}
+}

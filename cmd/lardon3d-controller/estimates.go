@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -51,9 +52,9 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(est)
+		return enc.Encode(estimateViews(est))
 	case "yaml":
-		data, err := yaml.Marshal(est)
+		data, err := yaml.Marshal(estimateViews(est))
 		if err != nil {
 			return err
 		}
@@ -101,4 +102,105 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 			fixed, perItem, perThread, eff, e.DurationPerItem.Round(1e6), best, sug)
 	}
 	return tw.Flush()
+}
+
+// estimateView is a profile's estimate as estimates -o json|yaml prints
+// it: lowerCamel names, memory measured in bytes, durations as Go
+// duration strings ("1.5s") and the suggestion as a resources block of
+// the manifest, in quantities rounded up (reconcile.SuggestedQuantity).
+type estimateView struct {
+	Profile string `json:"profile"`
+	// State of the model: none, censored, slow-start or firm.
+	State string `json:"state"`
+	// Batches succeeded, Killed for memory, of Total recorded.
+	Batches int `json:"batches"`
+	Killed  int `json:"killed"`
+	Total   int `json:"total"`
+	// Measured is the fit, without margins.
+	Measured measuredView `json:"measured"`
+	// Suggested is the block to paste, when the model gives one.
+	Suggested *suggestedResources `json:"suggested,omitempty"`
+	// Note qualifies the suggestion.
+	Note            string `json:"note,omitempty"`
+	DurationFixed   string `json:"durationFixed"`
+	DurationPerItem string `json:"durationPerItem"`
+	// BestBatch is the batch with the least time per item, when larger
+	// ones were seen to cost more per item.
+	BestBatch int64 `json:"bestBatch,omitempty"`
+	// Efficiency is the mean peak ÷ reserved memory.
+	Efficiency float64 `json:"efficiency"`
+	// LastBatch is when the newest batch ended.
+	LastBatch time.Time `json:"lastBatch"`
+}
+
+// measuredView is what the model fitted, in bytes.
+type measuredView struct {
+	FixedBytes        int64   `json:"fixedBytes"`
+	PerItemBytes      int64   `json:"perItemBytes"`
+	PerThreadBytes    int64   `json:"perThreadBytes"`
+	PerInputByte      float64 `json:"perInputByte,omitempty"`
+	InputPerItemBytes int64   `json:"inputPerItemBytes,omitempty"`
+	ResidualBytes     int64   `json:"residualBytes"`
+	MaxItems          int64   `json:"maxItems"`
+	MaxThreads        int     `json:"maxThreads"`
+	MaxPeakBytes      int64   `json:"maxPeakBytes"`
+}
+
+// suggestedResources has the shape of spec.resources.
+type suggestedResources struct {
+	Fixed     memoryCost    `json:"fixed"`
+	PerItem   memoryCost    `json:"perItem"`
+	PerThread memoryCost    `json:"perThread"`
+	Batch     *suggestedMax `json:"batch,omitempty"`
+}
+
+// memoryCost is a cost of spec.resources, memory alone.
+type memoryCost struct {
+	Memory string `json:"memory"`
+}
+
+// suggestedMax is spec.resources.batch, its max alone.
+type suggestedMax struct {
+	Max int64 `json:"max"`
+}
+
+func estimateViews(est []reconcile.ProfileEstimate) []estimateView {
+	out := make([]estimateView, 0, len(est))
+	for _, e := range est {
+		v := estimateView{
+			Profile: e.Profile, State: e.State, Batches: e.Samples, Killed: e.Censored, Total: e.Total,
+			Measured: measuredView{
+				FixedBytes: e.FittedFixed, PerItemBytes: e.FittedPerItem, PerThreadBytes: e.FittedPerThread,
+				PerInputByte: e.FittedPerInputByte, InputPerItemBytes: e.InputPerItem, ResidualBytes: e.Residual,
+				MaxItems: e.MaxItems, MaxThreads: e.MaxThreads, MaxPeakBytes: e.MaxPeak,
+			},
+			Note:          e.Note,
+			DurationFixed: roundDuration(e.DurationFixed).String(), DurationPerItem: roundDuration(e.DurationPerItem).String(),
+			BestBatch: e.EfficientBatch, Efficiency: e.Efficiency, LastBatch: e.LastBatch,
+		}
+		if e.OK {
+			v.Suggested = &suggestedResources{
+				Fixed:     memoryCost{reconcile.SuggestedQuantity(e.Costs.FixedBytes)},
+				PerItem:   memoryCost{reconcile.SuggestedQuantity(e.Costs.PerItemBytes)},
+				PerThread: memoryCost{reconcile.SuggestedQuantity(e.Costs.PerThreadBytes)},
+			}
+			if e.EfficientBatch > 0 {
+				v.Suggested.Batch = &suggestedMax{Max: e.EfficientBatch}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// roundDuration keeps some four significant digits of d: to the
+// millisecond from a second up, to the microsecond from a millisecond up.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
 }

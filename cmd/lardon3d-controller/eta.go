@@ -44,6 +44,11 @@ func taskETA(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) 
 	profile := learned != nil && learned.DurationPerItem > 0
 	reported, size, ran, running := runningReport(r, now)
 	if !running || reported <= 0 {
+		if elapsed, expected, ok := expectedRun(r, learned, now); ok {
+			// A batch that reports nothing: what its size takes at the
+			// profile's pace, less the time it has run.
+			return max(0, expected-elapsed) + eta0(max(0, left-r.LastBatch.Size), learned), true
+		}
 		if !profile {
 			return 0, false
 		}
@@ -59,4 +64,40 @@ func taskETA(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) 
 		return inBatch + eta(after, learned), true
 	}
 	return inBatch + time.Duration(after)*perItem, true
+}
+
+// eta0 is eta, nothing for no items.
+func eta0(left int64, e *reconcile.ProfileEstimate) time.Duration {
+	if left <= 0 {
+		return 0
+	}
+	return eta(left, e)
+}
+
+// expectedRun is how long the batch in flight has run and how long the
+// profile's batches of its size took (its fixed time and its time per
+// item), for a batch that reports no progress (LARDON3D_PROGRESS): the
+// clock against the history, as GNU parallel's --eta does. ok is false
+// when the task is not Running (paused, the clock says nothing of the
+// batch), when the batch reports its items, or when the profile has no
+// time yet.
+func expectedRun(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) (elapsed, expected time.Duration, ok bool) {
+	lb := r.LastBatch
+	if r.Phase != v1alpha1.PhaseRunning || lb == nil || lb.End >= 0 || lb.Start < 0 || lb.Size <= 0 || lb.ItemsReported > 0 {
+		return 0, 0, false
+	}
+	if learned == nil || learned.DurationPerItem <= 0 && learned.DurationFixed <= 0 {
+		return 0, 0, false
+	}
+	expected = learned.DurationFixed + time.Duration(lb.Size)*learned.DurationPerItem
+	if expected <= 0 {
+		return 0, 0, false
+	}
+	return max(0, now.Sub(time.Unix(lb.Start, 0))), expected, true
+}
+
+// expectedPercent is elapsed against expected in percent, at most 99
+// while the batch runs: only its exit says it is done.
+func expectedPercent(elapsed, expected time.Duration) int64 {
+	return min(99, int64(100*elapsed.Seconds()/expected.Seconds()))
 }

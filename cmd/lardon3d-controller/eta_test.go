@@ -58,13 +58,13 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 	if d, ok := taskETA(rowOf(st), learned, now); !ok || d != 505*time.Second {
 		t.Fatalf("ETA with a profile: %v %v, want 8m25s", d, ok)
 	}
-	if row, _, _, _ := statusCells(rowOf(st), now); !strings.Contains(row, "0/100 +10") {
+	if row, _, _, _ := statusCells(rowOf(st), nil, now); !strings.Contains(row, "0/100 +10") {
 		t.Errorf("progress %q: want the reported items beside the committed ones", row)
 	}
 	// A task back to Pending (its controller died mid-batch) has no batch
 	// in flight, whatever its status still says.
 	st.Phase = v1alpha1.PhasePending
-	if row, _, _, _ := statusCells(rowOf(st), now); strings.Contains(row, "+10") {
+	if row, _, _, _ := statusCells(rowOf(st), nil, now); strings.Contains(row, "+10") {
 		t.Errorf("row %q: a pending task shows a report", row)
 	}
 	st.Phase = v1alpha1.PhaseRunning
@@ -74,7 +74,68 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 	if _, ok := taskETA(rowOf(st), nil, now); ok {
 		t.Errorf("an ended batch's report still gives an ETA")
 	}
-	if row, _, _, _ := statusCells(rowOf(st), now); strings.Contains(row, "+10") {
+	if row, _, _, _ := statusCells(rowOf(st), nil, now); strings.Contains(row, "+10") {
 		t.Errorf("row %q: an ended batch's report is shown", row)
+	}
+}
+
+// TestProgressByTheClockForABatchThatReportsNothing (issue 33, point 5):
+// a batch whose command reports no progress (COLMAP buffers its output)
+// is timed against the profile's history: get's PROGRESS shows the share
+// of the expected time it has run (at most 99% until it exits), the ETA
+// what is left of it plus the items after it, and describe says both;
+// with no history, or paused, they stay "-". The clock is fixed.
+func TestProgressByTheClockForABatchThatReportsNothing(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	started := metav1.NewTime(now.Add(-10 * time.Minute))
+	st := v1alpha1.TaskStatus{
+		Phase:     v1alpha1.PhaseRunning,
+		Progress:  v1alpha1.Progress{ItemsDone: 0, ItemsTotal: 3},
+		LastBatch: &v1alpha1.BatchRecord{Index: 0, Start: 0, Size: 1, StartTime: &started},
+	}
+	// The profile's batches: 2m per batch + 18m per item, 20m for one.
+	learned := &reconcile.ProfileEstimate{Profile: "matching/colmap", DurationFixed: 2 * time.Minute, DurationPerItem: 18 * time.Minute}
+	row := rowOf(st)
+	if progress, _, _, _ := statusCells(row, learned, now); progress != "0/3 ~50%" {
+		t.Errorf("PROGRESS %q, want 0/3 ~50%%", progress)
+	}
+	// 10m left of this batch, then 2 items: 2m + 2×18m.
+	if d, ok := taskETA(row, learned, now); !ok || d != 48*time.Minute {
+		t.Errorf("ETA %v %v, want 48m0s", d, ok)
+	}
+	if cols := wideColumns(row, learned, now); !strings.Contains(cols, "\t48m\t") {
+		t.Errorf("wide columns %q: want the ETA 48m", cols)
+	}
+	var b strings.Builder
+	st.Reservation = &v1alpha1.Contract{Batch: 1, BatchRequested: 1, Threads: 1}
+	describe(&b, taskFile("t.yaml", &v1alpha1.Task{Metadata: v1alpha1.ObjectMeta{Name: "t"}, Status: st}), learned, spoolController{}, now)
+	for _, want := range []string{
+		"~50%: no progress reported; it has run 10m0s of the 20m0s a batch of 1 item takes at the profile's pace",
+		"ETA:            48m0s for 3 items left (the profile's 2m0s per batch and 18m0s per item, less the running batch's time so far)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("describe lacks %q:\n%s", want, b.String())
+		}
+	}
+	// Past the expected time: 99%, never 100% before it exits; the
+	// batch's part of the ETA is spent.
+	late := now.Add(time.Hour)
+	if progress, _, _, _ := statusCells(row, learned, late); progress != "0/3 ~99%" {
+		t.Errorf("PROGRESS past the expected time %q, want 0/3 ~99%%", progress)
+	}
+	if d, ok := taskETA(row, learned, late); !ok || d != 38*time.Minute {
+		t.Errorf("ETA past the expected time %v %v, want 38m0s", d, ok)
+	}
+	// No history: nothing to time it against.
+	if progress, _, _, _ := statusCells(row, nil, now); progress != "0/3" {
+		t.Errorf("PROGRESS with no history %q, want 0/3", progress)
+	}
+	if _, ok := taskETA(row, nil, now); ok {
+		t.Error("an ETA with no history")
+	}
+	// Paused: the clock says nothing of the batch.
+	st.Phase = v1alpha1.PhasePaused
+	if progress, _, _, _ := statusCells(rowOf(st), learned, now); progress != "0/3" {
+		t.Errorf("PROGRESS of a paused batch %q, want 0/3", progress)
 	}
 }

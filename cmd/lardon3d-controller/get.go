@@ -95,7 +95,7 @@ tasks, status included: the task itself for a single name, else a list,
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "output format: wide, name, json, yaml, jsonpath=TEMPLATE ({.items[*].metadata.name}; {.status.phase} of get NAME), custom-columns=HEADER:.json.path,... or custom-columns-file=FILE (default: a table)")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector (k8s syntax: app=colmap,stage!=mesh,env in (a,b))")
-	f.StringVar(&o.sortBy, "sort-by", "queue", "row order: queue (status.queueSeq; not yet queued last), name, age (oldest first) or phase")
+	f.StringVar(&o.sortBy, "sort-by", "queue", "row order: queue (status.queueSeq; not yet queued last), name, age (oldest first) or phase (in lifecycle order: New, Pending, Reserved, Running, Paused, Done, Failed, Rejected, then Invalid)")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, follow changes")
 	return cmd
@@ -105,7 +105,8 @@ tasks, status included: the task itself for a single name, else a list,
 // their rows.
 type listed struct {
 	files []listing.File
-	// learned are the history's estimates by profile (-o wide's ETA).
+	// learned are the history's estimates by profile (-o wide's ETA, and
+	// the PROGRESS of a batch in flight that reports nothing).
 	learned map[string]*reconcile.ProfileEstimate
 	// served: the controller running on the spool listed the files.
 	served bool
@@ -151,10 +152,21 @@ func listTasks(dir, stateDir string, args []string, sel labels.Selector, o *getO
 		}
 	}
 	sortFiles(l.files, o.sortBy)
-	if o.output == "wide" {
+	if o.output == "wide" || o.output == "" && anyRunning(l.files) {
+		// -o wide's ETA; the PROGRESS of a batch that reports nothing.
 		l.learned = learnedEstimates(stateDir, defaultHistoryPath())
 	}
 	return l, nil
+}
+
+// anyRunning reports whether a task of files is Running.
+func anyRunning(files []listing.File) bool {
+	for _, f := range files {
+		if f.Row != nil && f.Row.Phase == v1alpha1.PhaseRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // learnedEstimates are the estimates by profile of the history at
@@ -191,7 +203,8 @@ func showFiles(p *tablePrinter, l listed, o *getOptions, single bool, now time.T
 // comparisons).
 func sortFiles(files []listing.File, by string) {
 	type keys struct {
-		primary string // name or phase (by "name", "phase")
+		primary string // by "name"
+		rank    int    // by "phase": phaseRank
 		start   *int64 // by "age" (Unix seconds); nil: never started
 		seq     int64  // queue position, math.MaxInt64 when never queued
 		name    string
@@ -207,7 +220,7 @@ func sortFiles(files []listing.File, by string) {
 		case "name":
 			k.primary = k.name
 		case "phase":
-			k.primary = f.Phase()
+			k.rank = phaseRank(f.Phase())
 		case "age":
 			if f.Row != nil {
 				k.start = f.Row.Start
@@ -217,6 +230,9 @@ func sortFiles(files []listing.File, by string) {
 	}
 	slices.SortFunc(ks, func(a, b keys) int {
 		if c := strings.Compare(a.primary, b.primary); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
 			return c
 		}
 		switch {
@@ -251,6 +267,23 @@ func sortFiles(files []listing.File, by string) {
 		}
 		files[at], ks[at].i = first, -1
 	}
+}
+
+// lifecycle lists the phases get shows in the order a task lives them:
+// --sort-by phase follows it.
+var lifecycle = []string{
+	listing.PhaseNew, string(v1alpha1.PhasePending), string(v1alpha1.PhaseReserved),
+	string(v1alpha1.PhaseRunning), string(v1alpha1.PhasePaused), string(v1alpha1.PhaseDone),
+	string(v1alpha1.PhaseFailed), string(v1alpha1.PhaseRejected), listing.PhaseInvalid, listing.PhaseDeleted,
+}
+
+// phaseRank is phase's place in lifecycle; a phase it does not list comes
+// after every one it does.
+func phaseRank(phase string) int {
+	if i := slices.Index(lifecycle, phase); i >= 0 {
+		return i
+	}
+	return len(lifecycle)
 }
 
 // queueSeq is f's position in the queue; 0 when it was never queued.
@@ -435,7 +468,7 @@ func fileRow(f listing.File, wide bool, learned map[string]*reconcile.ProfileEst
 	progress, batch, memory, age := "-", "-", "-", "-"
 	wideCells := "\t-\t-\t-\t-\t-"
 	if !f.NotRead && !f.Invalid() {
-		progress, batch, memory, age = statusCells(f.Row, now)
+		progress, batch, memory, age = statusCells(f.Row, learned[f.Row.Profile], now)
 		if wide {
 			wideCells = "\t" + wideColumns(f.Row, learned[f.Row.Profile], now)
 		}
@@ -509,8 +542,10 @@ func printTable(w io.Writer, tasks []*v1alpha1.Task, now time.Time) {
 	fmt.Fprint(w, safeText(b.String()))
 }
 
-// statusCells are the PROGRESS, BATCH, MEMORY and AGE cells of r.
-func statusCells(r *listing.Row, now time.Time) (progress, batch, memory, age string) {
+// statusCells are the PROGRESS, BATCH, MEMORY and AGE cells of r; learned
+// is its profile's estimate (nil: none), which times a batch in flight
+// that reports no progress (~45%: its time so far against the profile's).
+func statusCells(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) (progress, batch, memory, age string) {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	progress, batch, memory, age = "-", "-", "-", "-"
 	if r.Total > 0 {
@@ -518,6 +553,8 @@ func statusCells(r *listing.Row, now time.Time) (progress, batch, memory, age st
 		if reported, _, _, ok := runningReport(r, now); ok && reported > 0 {
 			// Items the running batch reports done, not committed yet.
 			progress += " +" + itoa(reported)
+		} else if elapsed, expected, ok := expectedRun(r, learned, now); ok {
+			progress += " ~" + itoa(expectedPercent(elapsed, expected)) + "%"
 		}
 	}
 	if c := r.Reservation; c != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +143,30 @@ func TestGetRefusesWhatIsNotASpoolAndBadFlags(t *testing.T) {
 		if code != c.code || out != c.want {
 			t.Errorf("get %s: exit %d, output %q; want exit %d, %q", strings.Join(c.args, " "), code, out, c.code, c.want)
 		}
+	}
+}
+
+// TestSortByPhaseFollowsTheLifecycle: --sort-by phase lists the phases
+// in the order a task lives them (the README's lifecycle), not by name;
+// the files get shows as Invalid come after every task.
+func TestSortByPhaseFollowsTheLifecycle(t *testing.T) {
+	var files []listing.File
+	for i, p := range []string{"Rejected", "Failed", "Done", "Paused", "Running", "Reserved", "Pending", ""} {
+		task := &v1alpha1.Task{}
+		task.Metadata.Name = fmt.Sprintf("t%d", i)
+		task.Status.Phase = v1alpha1.Phase(p)
+		files = append(files, taskFile(task.Metadata.Name+".yaml", task))
+	}
+	files = append(files, listing.File{Path: "/spool/broken.yaml", Err: errors.New("unparseable")})
+	slices.Reverse(files)
+	sortFiles(files, "phase")
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Phase())
+	}
+	want := "New Pending Reserved Running Paused Done Failed Rejected Invalid"
+	if strings.Join(got, " ") != want {
+		t.Errorf("--sort-by phase: %v, want %s", got, want)
 	}
 }
 

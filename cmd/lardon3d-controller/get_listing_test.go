@@ -234,7 +234,8 @@ func TestSortFilesIsTheStableSortsItReplaced(t *testing.T) {
 		case "age":
 			sort.SliceStable(files, func(i, j int) bool { return startLess(files[i], files[j]) })
 		case "phase":
-			sort.SliceStable(files, func(i, j int) bool { return files[i].Phase() < files[j].Phase() })
+			order := map[string]int{"New": 0, "Pending": 1, "Reserved": 2, "Running": 3, "Paused": 4, "Done": 5, "Failed": 6, "Rejected": 7, "Invalid": 8}
+			sort.SliceStable(files, func(i, j int) bool { return order[files[i].Phase()] < order[files[j].Phase()] })
 		}
 	}
 	r := rand.New(rand.NewPCG(3, 4))

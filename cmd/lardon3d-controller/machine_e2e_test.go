@@ -72,7 +72,7 @@ func TestASecondControllerOnTheMachineIsRefused(t *testing.T) {
 		t.Errorf("get on a spool nobody serves (exit %d):\n%s", code, out)
 	}
 	out, code = runCLI(t, "describe", "idle", "--spool", sp[2])
-	if code != 0 || !strings.Contains(out, "no controller is running on") || !strings.Contains(out, "not observed yet") {
+	if code != 0 || !strings.Contains(out, "none is running for this spool") || !strings.Contains(out, "not observed yet") {
 		t.Errorf("describe on a spool nobody serves (exit %d):\n%s", code, out)
 	}
 

@@ -326,9 +326,18 @@ func claimMachine(bc budgetConfig, placed []placedSpool, snapshot reconcile.Snap
 	return held, err
 }
 
+// spoolController is what describe says of the controller of a spool.
+type spoolController struct {
+	// line says which controller serves the spool, that none does and how
+	// to start one, or why it cannot be told.
+	line string
+	// none: no controller serves the spool (as get's warning says).
+	none bool
+}
+
 // servingLine says which controller serves spool, or that none does and
-// how to start one.
-func servingLine(spool string) string {
+// how to start one: what the machine's registry says, as get's warning.
+func servingLine(spool string) spoolController {
 	c, ok, err := registry.Serving(spool)
 	switch {
 	case ok:
@@ -336,11 +345,15 @@ func servingLine(spool string) string {
 		if who == "" {
 			who = fmt.Sprintf("uid %d", c.UID)
 		}
-		return fmt.Sprintf("pid %d (user %s) since %s, serving %d spool(s)", c.PID, who, c.Started.Format(time.RFC3339), len(c.Spools))
+		return spoolController{line: fmt.Sprintf("pid %d (user %s) since %s, serving %d spool(s)", c.PID, who, c.Started.Format(time.RFC3339), len(c.Spools))}
 	case err != nil:
-		return "cannot tell: " + err.Error()
+		return spoolController{line: "cannot tell: " + err.Error()}
 	}
-	return noController(spool)
+	abs, err := filepath.Abs(spool)
+	if err != nil {
+		abs = spool
+	}
+	return spoolController{none: true, line: fmt.Sprintf("none is running for this spool: the task starts once one serves it (`lardon3d-controller run --spool %s`, or the spool added to the running one's spools, see README)", abs)}
 }
 
 // noController says that no controller serves spool, and how to start one.

@@ -17,15 +17,17 @@ func newRetryCommand(g *globals) *cobra.Command {
 	a := &taskArgs{}
 	cmd := &cobra.Command{
 		Use:   "retry (NAME... | -l SELECTOR | --all)",
-		Short: "Run Failed or Rejected tasks again: a new generation, from their committed progress",
+		Short: "Run Failed or Rejected tasks again from their committed progress, or a named Done task again from its first item",
 		Long: `Run Failed or Rejected tasks again without editing their files by hand:
 retry writes a new spec.retryToken into each manifest, which the controller
 takes as the task's next generation (as any spec edit). The items a failed
 generation committed are not run again; a task Rejected because its
-items.glob matched nothing resolves it anew. A named task in another phase
-is refused (and nothing is retried): a running task needs no retry, a Done
-one an edit. With -l or --all, the Failed and Rejected tasks among those
-selected are retried, the others left alone.`,
+items.glob matched nothing resolves it anew. A Done task named runs again
+from its first item, every item (as an edit of a Done task does), and then
+its Done dependents. A named task in another phase is refused (and nothing
+is retried): it has not ended. With -l or --all, only the Failed and
+Rejected tasks among those selected are retried, the others (Done ones
+included) left alone.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			selected, err := a.parsedFiles(g.spool, args)
 			if err != nil {
@@ -33,11 +35,13 @@ selected are retried, the others left alone.`,
 			}
 			var files []listing.File
 			for _, f := range selected {
-				if p := f.Task.Status.Phase; p != v1alpha1.PhaseFailed && p != v1alpha1.PhaseRejected {
-					if !a.byName() {
-						continue
-					}
-					return &exitError{code: 1, err: fmt.Errorf("task %s is %s: only a Failed or Rejected task is retried", f.Name(), phaseWord(p))}
+				switch p := f.Task.Status.Phase; {
+				case p == v1alpha1.PhaseFailed, p == v1alpha1.PhaseRejected:
+				case p == v1alpha1.PhaseDone && a.byName():
+				case !a.byName():
+					continue
+				default:
+					return &exitError{code: 1, err: fmt.Errorf("task %s is %s: only a Failed, Rejected or Done task is retried (a Done one by its name)", f.Name(), phaseWord(p))}
 				}
 				files = append(files, f)
 			}
@@ -45,7 +49,11 @@ selected are retried, the others left alone.`,
 				return nil
 			}
 			return setTokens(g, files, "retry-", (*spool.Spool).SetRetryToken, func(f listing.File) string {
-				return fmt.Sprintf("task %s retried (generation %d was %s)", cell(f.Name()), f.Task.Status.ObservedGeneration, f.Task.Status.Phase)
+				st := f.Task.Status
+				if st.Phase == v1alpha1.PhaseDone {
+					return fmt.Sprintf("task %s retried (generation %d was Done): it runs again from its first item", cell(f.Name()), st.ObservedGeneration)
+				}
+				return fmt.Sprintf("task %s retried (generation %d was %s)", cell(f.Name()), st.ObservedGeneration, st.Phase)
 			}, cmd)
 		},
 	}

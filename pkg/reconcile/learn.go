@@ -1,14 +1,9 @@
 package reconcile
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"path/filepath"
-	"strings"
+	"strconv"
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -22,34 +17,6 @@ const DefaultProvisionalFraction = 0.25
 
 // minProvisional is the least a provisional reservation asks for.
 const minProvisional = 64 << 20
-
-// ProfileOf names the history a task's batches feed: spec.resources.profile,
-// else the class and the base name of command[0] (for `sh -c SCRIPT` and
-// the like, the shell and a hash of the script, since the shell says
-// nothing of the program).
-func ProfileOf(spec *v1alpha1.TaskSpec) string {
-	if spec.Resources.Profile != "" {
-		return spec.Resources.Profile
-	}
-	class := string(spec.Class)
-	if class == "" {
-		class = string(v1alpha1.ClassCustom)
-	}
-	prog := "none"
-	if len(spec.Command) > 0 {
-		prog = filepath.Base(spec.Command[0])
-		switch prog {
-		case "sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "python", "python3":
-			sum := sha256.Sum256([]byte(strings.Join(spec.Command[1:], "\x00")))
-			prog += "-" + hex.EncodeToString(sum[:4])
-		}
-	}
-	p := class + "/" + prog
-	if len(p) > history.MaxProfileLen {
-		p = p[:history.MaxProfileLen]
-	}
-	return p
-}
 
 // learner is the queue's Learner: it keeps every finished batch in the
 // book (in memory, at once) and hands it to persist (the history store,
@@ -223,16 +190,44 @@ func Suggest(book *history.Book, profile string) Suggestion {
 // ResourcesBlock is a resources block to paste, from learned costs.
 func ResourcesBlock(c history.Costs) string {
 	return fmt.Sprintf("resources: {fixed: {memory: %s}, perItem: {memory: %s}, perThread: {memory: %s}}",
-		quantityMi(c.FixedBytes), quantityMi(c.PerItemBytes), quantityMi(c.PerThreadBytes))
+		SuggestedQuantity(c.FixedBytes), SuggestedQuantity(c.PerItemBytes), SuggestedQuantity(c.PerThreadBytes))
 }
 
-// quantityMi rounds bytes up to a whole MiB (a whole KiB below 64 MiB, so
-// that small per-item costs are not inflated), in Kubernetes notation.
-func quantityMi(b int64) string {
-	unit := int64(1 << 20)
-	if b < 64<<20 {
-		unit = 1 << 10
+// SuggestedQuantity is b bytes rounded up to a quantity a person writes,
+// in Kubernetes notation: the largest binary unit (Ki, Mi, Gi) not above
+// b, whole from 16 units up (30188Ki is 30Mi), in quarters below (13.1Mi
+// is 13.25Mi), so that a suggestion is never below what was measured
+// and never more than a quarter of a unit, or a sixteenth, above it.
+// "0" for nothing.
+func SuggestedQuantity(b int64) string {
+	if b <= 0 {
+		return "0"
 	}
-	n := (b + unit - 1) / unit
-	return resource.NewQuantity(n*unit, resource.BinarySI).String()
+	unit, suffix := int64(1), ""
+	for _, u := range []struct {
+		size   int64
+		suffix string
+	}{{1 << 30, "Gi"}, {1 << 20, "Mi"}, {1 << 10, "Ki"}} {
+		if b >= u.size {
+			unit, suffix = u.size, u.suffix
+			break
+		}
+	}
+	if unit == 1 || b >= 16*unit {
+		n := b / unit
+		if b%unit != 0 {
+			n++
+		}
+		return strconv.FormatInt(n, 10) + suffix
+	}
+	quarter := unit / 4
+	q := b / quarter
+	if b%quarter != 0 {
+		q++
+	}
+	whole, frac := q/4, q%4
+	if frac == 0 {
+		return strconv.FormatInt(whole, 10) + suffix
+	}
+	return strconv.FormatInt(whole, 10) + []string{"", ".25", ".5", ".75"}[frac] + suffix
 }

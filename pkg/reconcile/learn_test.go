@@ -3,10 +3,12 @@ package reconcile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lardon3d/lardon3d-controller/internal/damagedbolt"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -29,15 +31,42 @@ func TestProfileOf(t *testing.T) {
 		{v1alpha1.TaskSpec{Class: "features", Command: []string{"/usr/bin/colmap", "feature_extractor"}}, "features/colmap"},
 		{v1alpha1.TaskSpec{Command: []string{"lardon3d-synth"}}, "custom/lardon3d-synth"},
 		{v1alpha1.TaskSpec{Command: []string{"colmap"}, Resources: v1alpha1.Resources{Profile: "colmap-features-640"}}, "colmap-features-640"},
+		// spec.resources.profile wins over everything below.
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap x"}, Resources: v1alpha1.Resources{Profile: "mine"}}, "mine"},
+		// A script file: named after it.
+		{v1alpha1.TaskSpec{Command: []string{"python3", "train.py", "--epochs", "3"}}, "custom/train.py"},
+		{v1alpha1.TaskSpec{Command: []string{"/usr/bin/python3", "-u", "/data/jobs/train.py"}}, "custom/train.py"},
+		{v1alpha1.TaskSpec{Command: []string{"python3", "-m", "mypkg.worker"}}, "custom/mypkg.worker"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "./run.sh", "a"}}, "custom/run.sh"},
+		{v1alpha1.TaskSpec{Class: "mesh", Command: []string{"bash", "-e", "scripts/mesh.sh"}}, "mesh/mesh.sh"},
+		{v1alpha1.TaskSpec{Command: []string{"env", "OMP_NUM_THREADS=2", "python3", "train.py"}}, "custom/train.py"},
+		// An inline script: named after its first program.
+		{v1alpha1.TaskSpec{Class: "features", Command: []string{"sh", "-c", "colmap feature_extractor --database_path db"}}, "features/colmap"},
+		{v1alpha1.TaskSpec{Command: []string{"bash", "-ec", "set -u\n# extract\nX=1 exec colmap feature_extractor"}}, "custom/colmap"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", "cd work && if test -f x; then python3 ../train.py; fi"}}, "custom/train.py"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", `list=$(mktemp) && trap 'rm -f "$list"' EXIT
+sed 's|.*/||' "$LARDON3D_ITEMS_FILE" > "$list"
+colmap feature_extractor --image_list_path "$list"`}}, "custom/colmap"},
+		{v1alpha1.TaskSpec{Command: []string{"sh", "-c", `xargs -d "\n" -a "$LARDON3D_ITEMS_FILE" gzip -kfv`}}, "custom/xargs"},
+		{v1alpha1.TaskSpec{Command: []string{"busybox", "sh", "-c", "gzip -k x"}}, "custom/gzip"},
 	} {
 		if got := ProfileOf(&tc.spec); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.spec.Command, got, tc.want)
+			t.Errorf("%q: %q, want %q", tc.spec.Command, got, tc.want)
 		}
 	}
+	// Editing a script keeps its profile.
 	a := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap a"}})
-	b := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap b"}})
-	if a == b || a[:10] != "custom/sh-" {
-		t.Errorf("two shell scripts share profile %q / %q", a, b)
+	b := ProfileOf(&v1alpha1.TaskSpec{Command: []string{"sh", "-c", "colmap b --more"}})
+	if a != b || a != "custom/colmap" {
+		t.Errorf("an edited script changes profile: %q / %q", a, b)
+	}
+	// Nothing better than the hash: inline code, a program in a variable.
+	for _, cmd := range [][]string{{"python3", "-c", "print(1)"}, {"sh", "-c", `"$PROG" --x`}, {"sh"}} {
+		p := ProfileOf(&v1alpha1.TaskSpec{Command: cmd})
+		base := filepath.Base(cmd[0])
+		if !strings.HasPrefix(p, "custom/"+base+"-") || len(p) != len("custom/"+base+"-")+8 {
+			t.Errorf("%q: %q, want custom/%s-HASH", cmd, p, base)
+		}
 	}
 }
 
@@ -159,9 +188,39 @@ func BenchmarkLearnerEstimateDeclared(b *testing.B) {
 
 func TestResourcesBlockRounding(t *testing.T) {
 	got := ResourcesBlock(history.Costs{FixedBytes: 300*mi + 1, PerItemBytes: 13*mi + mi/10, PerThreadBytes: 0})
-	want := "resources: {fixed: {memory: 301Mi}, perItem: {memory: 13415Ki}, perThread: {memory: 0}}"
+	want := "resources: {fixed: {memory: 301Mi}, perItem: {memory: 13.25Mi}, perThread: {memory: 0}}"
 	if got != want {
 		t.Fatalf("%s\nwant %s", got, want)
+	}
+}
+
+// TestSuggestedQuantityRoundsUpToAPersonsUnit: a suggestion is written in
+// the largest unit that fits (30Mi, never 30188Ki), parses back to at
+// least what was measured, and is at most a quarter of its unit above it.
+func TestSuggestedQuantityRoundsUpToAPersonsUnit(t *testing.T) {
+	for _, tc := range []struct {
+		bytes int64
+		want  string
+	}{
+		{0, "0"}, {-5, "0"}, {100, "100"},
+		{1 << 10, "1Ki"}, {1<<10 + 1, "1.25Ki"}, {300 << 10, "300Ki"},
+		{30188 << 10, "30Mi"}, {29 * mi, "29Mi"}, {mi + 1, "1.25Mi"}, {3 * mi / 2, "1.5Mi"},
+		{15*mi + mi/2 + 1, "15.75Mi"}, {16*mi + 1, "17Mi"},
+		{1<<30 + 100*mi, "1.25Gi"}, {20<<30 + 1, "21Gi"},
+	} {
+		got := SuggestedQuantity(tc.bytes)
+		if got != tc.want {
+			t.Errorf("SuggestedQuantity(%d) = %s, want %s", tc.bytes, got, tc.want)
+			continue
+		}
+		q, err := resource.ParseQuantity(got)
+		if err != nil {
+			t.Errorf("%s does not parse: %v", got, err)
+			continue
+		}
+		if tc.bytes > 0 && q.Value() < tc.bytes {
+			t.Errorf("%s is %d bytes, below the %d measured", got, q.Value(), tc.bytes)
+		}
 	}
 }
 

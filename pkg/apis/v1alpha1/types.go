@@ -131,8 +131,9 @@ type Resources struct {
 	// a batch over them is retried smaller, and fails at batch.min).
 	Estimate EstimateMode `json:"estimate,omitempty" validate:"omitempty,oneof=declared learned strict"`
 	// Profile names the history the task's batches feed and learn from
-	// (default: the class and the base name of command[0], e.g.
-	// features/colmap).
+	// (default: the class and the program, e.g. features/colmap; for a
+	// shell or an interpreter, the script file it runs or the first
+	// program of its inline script, e.g. custom/train.py).
 	Profile string `json:"profile,omitempty" validate:"omitempty,dnsname"`
 }
 
