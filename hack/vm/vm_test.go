@@ -23,7 +23,7 @@ import (
 var (
 	setups = []string{"root-delegated-unit", "user-delegated-unit", "root-shell-in-unit", "user-manager", "user-login-shell",
 		"system-unit-file", "system-unit-file-user-spool", "user-unit-file"}
-	scenarios = []string{"burst", "setsid-alloc", "setsid-delete", "setsid-pause", "pids-max", "setup-line", "kill9-restart"}
+	scenarios = []string{"burst", "setsid-alloc", "setsid-delete", "setsid-pause", "pids-max", "leave-cgroup", "setup-line", "kill9-restart"}
 	// extra are the scenarios of one setup only.
 	extra = map[string][]string{"system-unit-file-user-spool": {"runs-as-owner"}}
 )

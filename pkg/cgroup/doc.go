@@ -6,7 +6,7 @@
 //   - discovery: the cgroup hierarchies mounted (from /proc/PID/mountinfo)
 //     and the controller's own cgroups (from /proc/PID/cgroup). cgroup v1 is
 //     used when a v1 hierarchy carries the memory controller (memory, and
-//     freezer where it is mounted), else cgroup v2 when the
+//     freezer and pids where they are mounted), else cgroup v2 when the
 //     unified hierarchy offers memory;
 //   - the subtree: one directory per hierarchy, Options.Name under the
 //     parent (Options.Parent, or the controller's own cgroup). On v2 the
@@ -37,7 +37,9 @@
 //     memory.limit_in_bytes (and memory.memsw.limit_in_bytes, so the limit
 //     cannot be dodged by swapping) and memory.soft_limit_in_bytes at the
 //     contract; v2 memory.max, memory.swap.max 0 and memory.oom.group 1 (an
-//     OOM kill takes the batch whole). memory.high is left alone: at the
+//     OOM kill takes the batch whole); pids.max (Limits.PidsMax: v1 in the
+//     pids hierarchy, v2 where the parent hands pids down, as it does cpu).
+//     memory.high is left alone: at the
 //     contract it would throttle, in reclaim, a batch that is within its
 //     tolerance, slowing the machine's work instead of protecting it;
 //   - placement before the first instruction: on v2 the child is cloned

@@ -65,8 +65,12 @@
 //     sequence break, not counted as a retry; at BatchMin the task Fails),
 //     and applies pause, resume and cancel to the running batch (a stopped batch is
 //     resumed before it is cancelled, so its group sees the SIGTERM). A
-//     Start error fails the task at once, with the error's Reason() when it
-//     has one, else StartFailed.
+//     Start error that may pass (IsTransient: the batch could not be
+//     prepared, a full disk) releases the reservation and leaves the task
+//     Pending with ReasonPrepareFailed for the backoff (RetryDelay of the
+//     failures in a row, no retry spent), then a sequence break asks
+//     again; any other Start error fails the task at once, with the
+//     error's Reason() when it has one, else StartFailed.
 //   - The sequence break between two batches: when the Admitter is a
 //     FreshWaiter, wait (no lock held, bounded by the Admitter) for a
 //     snapshot taken after the batch ended; then release the reservation,

@@ -155,6 +155,10 @@
 // the status describes are stale and ignored. What is active is the
 // queue's answer (Holds, Replace), not the phase last written.
 //
+// The state directory is trusted only when it is the controller's alone
+// (trust.OwnDir, at start, for it and its logs and run directories): the
+// controller writes there by path.
+//
 // Crash safety. Before the queue hears of a batch, the batch adapter records
 // its process group (pgid, start time, boot id, and its cgroup when
 // Deps.Cgroups is set) as a line of the journal STATE/run/groups.jsonl, and

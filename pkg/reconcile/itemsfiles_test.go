@@ -45,3 +45,32 @@ func TestItemsFilesGoWithTheirTask(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 }
+
+// A manifest with a second hard link outside the spool: the status is
+// written as a new file under the spool's name (an atomic exchange), so
+// the outside name keeps the version the user wrote, never a byte of
+// status, and is no longer the same file (documented in the README: edit
+// the spool's name).
+func TestAnOutsideHardLinkKeepsTheUsersVersion(t *testing.T) {
+	h := newHarness(t, Config{})
+	body := manifest("a", "true", "")
+	path := h.write("a.yaml", body)
+	outside := filepath.Join(t.TempDir(), "a.yaml")
+	if err := os.Link(path, outside); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	h.eventually("a Done", func() bool { return h.status("a.yaml").Phase == v1alpha1.PhaseDone })
+	got, err := os.ReadFile(outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != body {
+		t.Errorf("the outside name was written through:\n%s", got)
+	}
+	a, _ := os.Stat(path)
+	b, _ := os.Stat(outside)
+	if os.SameFile(a, b) {
+		t.Error("the spool's name and the outside name are still one file after a status write")
+	}
+}

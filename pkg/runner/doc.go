@@ -5,18 +5,23 @@
 // What it owns:
 //   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir:
 //     with Spec.Spares a pool file rewritten in place by the next batch once
-//     this one succeeds, without TASK.batch-INDEX.items, unlinked once it
-//     succeeds; the items of a batch that fails are kept as
-//     TASK.batch-INDEX.items;
-//   - the batch's lines in the task's log file (opened in append mode): a
-//     header "=== batch 3 items 120..155 threads 4 memory 2.2GiB attempt 1
-//     at RFC3339 ===" (the item range is inclusive), the command's stdout and
-//     stderr, and an end line with the exit, the reason and the peak memory;
-//   - the progress the command reports: every SampleInterval the lines it
-//     appended to the log since are read, through a descriptor of their
-//     own (never a pipe, so a slow controller never stalls the command),
-//     and the last "LARDON3D_PROGRESS n" line gives the items of the batch
-//     it finished (Spec.OnProgress); at most 1 MiB is read per sample;
+//     this one succeeds (one of at most 64 KiB: a longer list is unlinked),
+//     without TASK.batch-INDEX.items, unlinked once it succeeds; the items
+//     of a batch that fails are kept as TASK.batch-INDEX.items until
+//     RemoveItemsFiles (the caller's, when the task is gone or Done);
+//   - the batch's lines in the task's log file (opened in append mode, never
+//     through a link): a header "=== batch 3 items 120..155 threads 4
+//     memory 2.2GiB attempt 1 at RFC3339 ===" (the item range is
+//     inclusive), the command's stdout and stderr, and an end line with the
+//     exit, the reason and the peak memory. The command writes both to one
+//     pipe; one goroutine per batch (the output copier) is the log's only
+//     writer: it caps the log at Spec.LogMaxBytes (a write that would pass
+//     it first renames the log to LOG.1 and starts a new one) and drops,
+//     counting them, the writes the disk refuses, so the command never
+//     waits on anything but the disk and never fails for its log;
+//   - the progress the command reports: the copier finds the
+//     "LARDON3D_PROGRESS n" lines on the way, and every SampleInterval the
+//     last count is told to Spec.OnProgress;
 //   - the environment: the controller's (with Spec.User, HOME, USER and
 //     LOGNAME the user's, each removed when the user has no value for it),
 //     then LARDON3D_TASK, _BATCH_INDEX,
@@ -54,13 +59,20 @@
 //     bound from its first instruction; when the kernel refuses, the batch
 //     runs unbound and the log says so);
 //   - the batch's cgroup (Spec.Cgroup set): created before the start with
-//     the limit MemoryLimit×(1+tolerance), the command born inside it
+//     the limit MemoryLimit×(1+tolerance) and pids.max Spec.PidsMax, the
+//     command born inside it
 //     (package cgroup places it before its first instruction), handed
 //     back at the end (cgroup.Group.Recycle: kept for a later batch when
 //     it is as good as a new one, else removed). The kernel enforces the limit; an OOM kill in the cgroup
 //     ends the whole batch with ReasonMemoryExceeded, the reported peak is
 //     the kernel's (shared pages count once), and the working set (usage
-//     minus inactive file pages) is sampled every SampleInterval;
+//     minus inactive file pages) is sampled every SampleInterval. A process
+//     seen in the cgroup at a sample (the leader from the start) that is
+//     later alive outside it moved itself out (a batch that may write the
+//     cgroup files: root, or the controller's own user): it is killed with
+//     what it started and the batch ends with ReasonLeftCgroup; once the
+//     batch ended, its processes still carrying its BatchIDEnv (one that
+//     left before any sample) are killed (KillByEnv);
 //   - without a cgroup, the memory watch: every SampleInterval the resident
 //     memory (RSS) of every process of the group is summed through procfs;
 //     above MemoryLimit×(1+tolerance) the group is killed with SIGKILL and
@@ -90,6 +102,12 @@
 //     (Result.Stragglers counts them); only when no live process remains
 //     is the leader reaped and Wait released. Zombies count as gone: they
 //     hold no memory and their parent owns them.
+//
+// Errors: Start wraps in a *PrepareError (Transient) what may pass — the
+// run directory, the items file, the log or the cgroup could not be made
+// (a full or read-only disk) —, and returns the others (ErrCommandNotFound,
+// ErrInvalidSpec, ErrRunAsUser) as they are: they hold until the spec or
+// the machine changes.
 //
 // Crash safety: the parent-death signal kills the leader when the
 // controller dies (Linux delivers it when the thread that forked the child

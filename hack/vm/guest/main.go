@@ -33,7 +33,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: guest setups|alloc|hold|tick|forks ...")
+		fmt.Fprintln(os.Stderr, "usage: guest setups|alloc|hold|tick|forks|escape ...")
 		os.Exit(2)
 	}
 	var err error
@@ -48,6 +48,8 @@ func main() {
 		err = tick(os.Args[2:])
 	case "forks":
 		err = forks(os.Args[2:])
+	case "escape":
+		err = escape(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown verb %q", os.Args[1])
 	}
@@ -87,6 +89,51 @@ func alloc(args []string) error {
 
 func writePID(file string) error {
 	return os.WriteFile(file, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+}
+
+// escape moves itself out of its cgroup into the first that takes it (the
+// controller's leaf beside the batches' subtree, else an ancestor), as a
+// batch that writes cgroup.procs would, writes "PID CGROUP" to FILE, and
+// holds 64 MiB for a minute.
+func escape(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: escape FILE")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	own := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			own = p
+		}
+	}
+	if own == "" {
+		return fmt.Errorf("no cgroup v2 line in /proc/self/cgroup: %q", b)
+	}
+	pid := strconv.Itoa(os.Getpid())
+	moved := ""
+	for d := filepath.Dir(own); moved == "" && d != "/"; d = filepath.Dir(d) {
+		for _, c := range []string{filepath.Join(d, "lardon3d-controller"), d} {
+			if os.WriteFile(filepath.Join("/sys/fs/cgroup", c, "cgroup.procs"), []byte(pid), 0) == nil {
+				moved = c
+				break
+			}
+		}
+	}
+	if moved == "" {
+		return fmt.Errorf("no cgroup above %s took pid %s", own, pid)
+	}
+	if err := os.WriteFile(args[0], []byte(pid+" "+moved+"\n"), 0o644); err != nil {
+		return err
+	}
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = 1
+	}
+	time.Sleep(time.Minute)
+	return nil
 }
 
 // forks starts N children (sleep) until one fails to fork, and writes
@@ -593,6 +640,30 @@ func runSetup(s *setup, controller, guest string) []result {
 		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		add("pids-max", err == nil && n > 0 && n < pidsMax, "%d of 200 children started under --pids-max %d (%v)", n, pidsMax, err)
 	}()
+	// 6. A batch that moves itself out of its cgroup (its cgroup files
+	// are its user's: the delegated subtree, or root's) is killed, and
+	// the batch fails LeftCgroup.
+	func() {
+		path, out := filepath.Join(spool, "escape.yaml"), filepath.Join(work, "escape.out")
+		if err := dropManifest(path, manifest(fmt.Sprintf("[%s, escape, %s]", guest, out), strict("16Mi")), s.user); err != nil {
+			add("leave-cgroup", false, "%v", err)
+			return
+		}
+		task, err := waitTask(path, 120*time.Second, terminal)
+		if err != nil {
+			add("leave-cgroup", false, "%v; controller log: %s", err, tailFile(logFile))
+			return
+		}
+		b, rerr := os.ReadFile(out)
+		pid, _ := strconv.Atoi(strings.Fields(string(b) + " 0")[0])
+		start := time.Now()
+		for pid > 0 && alive(pid) && time.Since(start) < 10*time.Second {
+			time.Sleep(50 * time.Millisecond)
+		}
+		lb := task.Status.LastBatch
+		ok := rerr == nil && pid > 0 && !alive(pid) && reasonOf(lb) == "LeftCgroup"
+		add("leave-cgroup", ok, "moved: %q (%v); batch reason %s; pid %d alive %v", strings.TrimSpace(string(b)), rerr, reasonOf(lb), pid, pid > 0 && alive(pid))
+	}()
 	// The controller said which setup it found.
 	add("setup-line", strings.Contains(setupLine, "cgroup v2"), "%s", setupLine)
 	if s.asOwner {
@@ -606,7 +677,7 @@ func runSetup(s *setup, controller, guest string) []result {
 		add("runs-as-owner", err == nil && strconv.Itoa(int(st.Uid)) == want.Uid, "tick.pid (written by the batch) belongs to uid %d, want %s's (%v)", st.Uid, s.user, err)
 	}
 
-	// 6. kill -9 of the controller, then a new one in the same setup:
+	// 7. kill -9 of the controller, then a new one in the same setup:
 	// what the batch left (a child that left the session) is killed,
 	// and the new controller finds its cgroups again (the scope of the
 	// dead one, where it has one).
