@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
@@ -199,6 +200,9 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 			line += ", working set " + humanBytes(lb.WorkingSet.Value())
 		}
 		fmt.Fprintf(tw, "Last batch:\t%s\n", line)
+	}
+	if st.CreationTime != nil {
+		fmt.Fprintf(tw, "Created:\t%s (%s ago)\n", st.CreationTime.Format(time.RFC3339), duration.HumanDuration(now.Sub(st.CreationTime.Time)))
 	}
 	if st.StartTime != nil {
 		fmt.Fprintf(tw, "Started:\t%s\n", st.StartTime.Format(time.RFC3339))

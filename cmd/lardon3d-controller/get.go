@@ -205,7 +205,7 @@ func sortFiles(files []listing.File, by string) {
 	type keys struct {
 		primary string // by "name"
 		rank    int    // by "phase": phaseRank
-		start   *int64 // by "age" (Unix seconds); nil: never started
+		start   *int64 // by "age" (Unix seconds, Row.Age); nil: not known
 		seq     int64  // queue position, math.MaxInt64 when never queued
 		name    string
 		i       int
@@ -223,7 +223,7 @@ func sortFiles(files []listing.File, by string) {
 			k.rank = phaseRank(f.Phase())
 		case "age":
 			if f.Row != nil {
-				k.start = f.Row.Start
+				k.start = f.Row.Age()
 			}
 		}
 		ks[i] = k
@@ -236,7 +236,7 @@ func sortFiles(files []listing.File, by string) {
 			return c
 		}
 		switch {
-		case (a.start == nil) != (b.start == nil): // oldest first, never started last
+		case (a.start == nil) != (b.start == nil): // oldest first, unknown last
 			if a.start == nil {
 				return 1
 			}
@@ -558,7 +558,16 @@ func statusCells(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Ti
 		}
 	}
 	if c := r.Reservation; c != nil {
+		// The batch in flight (or the next, once admitted): its index
+		// and the items its contract grants of those asked.
 		batch = itoa(c.Batch) + "/" + itoa(c.BatchRequested)
+		if lb := r.LastBatch; lb != nil && r.Phase != v1alpha1.PhaseReserved {
+			index := lb.Index
+			if lb.End >= 0 {
+				index++ // the last one ended: the contract is the next one's
+			}
+			batch = "#" + itoa(index) + ":" + batch
+		}
 		memory = humanBytes(c.Memory)
 	} else if lb := r.LastBatch; lb != nil {
 		batch = "#" + itoa(lb.Index)
@@ -566,8 +575,8 @@ func statusCells(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Ti
 			memory = "peak " + humanBytes(lb.PeakMemory)
 		}
 	}
-	if r.Start != nil {
-		age = duration.HumanDuration(now.Sub(time.Unix(*r.Start, 0)))
+	if t := r.Age(); t != nil {
+		age = duration.HumanDuration(now.Sub(time.Unix(*t, 0)))
 	}
 	return progress, batch, memory, age
 }

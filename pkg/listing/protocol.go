@@ -20,8 +20,9 @@ const Socket = "get.sock"
 // Protocol is the version of Request and of the reply: a controller
 // declines a request of another version (and one with a field it does not
 // know), so that a client never takes files it would misread. Version 1
-// carried rendered text; version 2 carries rows.
-const Protocol = 2
+// carried rendered text; version 2 carries rows; version 3 rows with their
+// creation time.
+const Protocol = 3
 
 // Query is what a listing asks for.
 type Query struct {

@@ -32,6 +32,8 @@ type Row struct {
 	// Start is status.startTime in Unix seconds (a manifest keeps
 	// seconds), nil when unset.
 	Start *int64
+	// Created is status.creationTime in Unix seconds, nil when unset.
+	Created *int64
 	// Conditions are the type and reason, one pair after the other, of
 	// each condition get's REASON column reads (ListedConditions) that is
 	// False, in the order it reads them.
@@ -53,6 +55,16 @@ type Batch struct {
 	// ItemsReported is how many items its command reported done
 	// (LARDON3D_PROGRESS).
 	ItemsReported int64
+}
+
+// Age is when the task's age counts from, in Unix seconds: its creation
+// time, else (a status of an older controller) its start time; nil when
+// neither is known.
+func (r *Row) Age() *int64 {
+	if r.Created != nil {
+		return r.Created
+	}
+	return r.Start
 }
 
 // Reason is the reason of the first listed False condition, else "".
@@ -99,6 +111,10 @@ func RowOf(t *v1alpha1.Task, profile string) Row {
 	if st.StartTime != nil {
 		s := st.StartTime.Unix()
 		r.Start = &s
+	}
+	if st.CreationTime != nil {
+		c := st.CreationTime.Unix()
+		r.Created = &c
 	}
 	for _, typ := range listedConditions {
 		if c := meta.FindStatusCondition(st.Conditions, typ); c != nil && c.Status == metav1.ConditionFalse {

@@ -47,6 +47,10 @@ func TestFileLineRoundTrip(t *testing.T) {
 					s := num()
 					row.Start = &s
 				}
+				if r.IntN(2) == 0 {
+					c := num()
+					row.Created = &c
+				}
 				for k := r.IntN(3) * 2; k > 0; k-- {
 					row.Conditions = append(row.Conditions, str())
 				}
@@ -69,15 +73,16 @@ func TestFileLineRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	row := `"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0`
+	row := `"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	0	0	-	-	0	0`
 	if _, err := parseFile("", row); err != nil {
 		t.Fatalf("a good line refused: %v", err)
 	}
 	for _, bad := range []string{"", "x", `"f.yaml"`, `"f.yaml"	-`, `"f.yaml"	odd	""`,
-		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	9	0	-	0	0`,       // a count past the line
-		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0	extra`, // a field more
-		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	0	0	-	0	0`,         // a field less
-		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	3	1	2	3	0	-	0	0`, // a contract of three numbers
+		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	9	0	-	-	0	0`,       // a count past the line
+		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	0	0	-	-	0	0	extra`, // a field more
+		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	0	0	-	-	0	0`,         // a field less
+		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	3	1	2	3	0	-	-	0	0`, // a contract of three numbers
+		`"f.yaml"	row	""	"n"	"p"	"ph"	1	2	3	4	0	0	-	0	0`,         // no creation time (protocol 2)
 		`"../x.yaml"	-	""`, `"d/x.yaml"	-	""`, `".x.yaml"	-	""`, `"x.txt"	-	""`, // not a manifest of the spool
 	} {
 		if _, err := parseFile("", bad); err == nil {

@@ -290,7 +290,7 @@ func fakeSocket(t *testing.T, stateDir string, answer func(c net.Conn)) {
 // taken.
 func TestClientTakesNothingOnTrust(t *testing.T) {
 	line := func(name string) string {
-		return fmt.Sprintf("%q\trow\t\"\"\t%q\t\"p\"\t\"Done\"\t1\t2\t3\t4\t0\t0\t-\t0\t0\n", name+".yaml", name)
+		return fmt.Sprintf("%q\trow\t\"\"\t%q\t\"p\"\t\"Done\"\t1\t2\t3\t4\t0\t0\t-\t-\t0\t0\n", name+".yaml", name)
 	}
 	head := func(files int) string { return fmt.Sprintf(`{"protocol":%d,"files":%d}`+"\n", Protocol, files) }
 	for _, c := range []struct {

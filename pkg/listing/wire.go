@@ -16,7 +16,7 @@ import (
 // newline), numbers in decimal. The fields: the manifest's base name; its
 // kind ("-" no row: not parseable; "row"; "new": NotRead, a row of its
 // name alone); its error ("" when none); then, with a row, the Row's
-// fields in their order: "-" for an absent start, the contract and last
+// fields in their order: "-" for an absent start or creation time, the contract and last
 // batch as their count of numbers (0 when absent) then the numbers, the
 // other lists as their length then their elements, labels sorted by key.
 // A client splits ten thousand of them in a few milliseconds.
@@ -83,11 +83,15 @@ func appendRow(b []byte, r *Row) []byte {
 		b = ints(b)
 	}
 	b = append(b, '\t')
-	if r.Start == nil {
-		b = append(b, '-')
-	} else {
-		b = strconv.AppendInt(b, *r.Start, 10)
+	for _, t := range []*int64{r.Start, r.Created} {
+		if t == nil {
+			b = append(b, '-')
+		} else {
+			b = strconv.AppendInt(b, *t, 10)
+		}
+		b = append(b, '\t')
 	}
+	b = b[:len(b)-1]
 	b = append(b, '\t')
 	b = strconv.AppendInt(b, int64(len(r.Conditions)), 10)
 	for _, c := range r.Conditions {
@@ -188,10 +192,12 @@ func parseFile(prefix, line string) (File, error) {
 		if ints(&lb.Index, &lb.PeakMemory, &lb.Size, &lb.Start, &lb.End, &lb.ItemsReported) {
 			r.LastBatch = &lb
 		}
-		if s := next(); s != "-" {
-			n, err := strconv.ParseInt(s, 10, 64)
-			bad = bad || err != nil
-			r.Start = &n
+		for _, t := range []**int64{&r.Start, &r.Created} {
+			if s := next(); s != "-" {
+				n, err := strconv.ParseInt(s, 10, 64)
+				bad = bad || err != nil
+				*t = &n
+			}
 		}
 		if n := count(); n > 0 {
 			r.Conditions = make([]string, n)

@@ -87,6 +87,9 @@ type batchRunner struct {
 		// liveCh is closed (and replaced) when a count falls.
 		live   map[string]int
 		liveCh chan struct{}
+		// forgotten holds the tasks forgotten while a batch of theirs
+		// still ran: their items files go when it ends.
+		forgotten map[string]bool
 		// committed is, per task, the generation and the items of it
 		// its written status commits; committedCh is closed (and
 		// replaced) when it grows.
@@ -107,6 +110,7 @@ func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(gro
 	b.mu.tasks = make(map[string]map[int64]*runInfo)
 	b.mu.running = make(map[*runner.Batch]struct{})
 	b.mu.live = make(map[string]int)
+	b.mu.forgotten = make(map[string]bool)
 	b.mu.liveCh = make(chan struct{})
 	b.mu.committed = make(map[string]committedMark)
 	b.mu.committedCh = make(chan struct{})
@@ -153,6 +157,7 @@ func (b *batchRunner) waitCommitted(ctx context.Context, name string, gen, items
 func (b *batchRunner) set(name string, gen int64, ri *runInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	delete(b.mu.forgotten, name) // back before its old batch ended
 	gens := b.mu.tasks[name]
 	if gens == nil {
 		gens = make(map[int64]*runInfo, 1)
@@ -192,6 +197,8 @@ func (b *batchRunner) forget(name string) {
 	delete(b.mu.committed, name)
 	if b.mu.live[name] == 0 {
 		b.lockedRemoveItemsFiles(name)
+	} else {
+		b.mu.forgotten[name] = true // once its last batch ends
 	}
 }
 
@@ -317,8 +324,9 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		delete(b.mu.running, rb)
 		if b.mu.live[qb.Task]--; b.mu.live[qb.Task] == 0 {
 			delete(b.mu.live, qb.Task)
-			if b.mu.tasks[qb.Task] == nil {
+			if b.mu.forgotten[qb.Task] {
 				// The task was deleted while this batch ended.
+				delete(b.mu.forgotten, qb.Task)
 				b.lockedRemoveItemsFiles(qb.Task)
 			}
 		}

@@ -121,6 +121,17 @@ func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 		*st = v1alpha1.TaskStatus{}
 		c.markDirty(e, true)
 	}
+	if st.CreationTime == nil && !v1alpha1.IsTerminal(st.Phase) {
+		// First read as this task (or written by a controller that did
+		// not record it: then its first run is the best word on its age).
+		// A finished task is left as it is: its file is not rewritten
+		// for it, and its age counts from its start.
+		created := metav1.Now()
+		if st.StartTime != nil && st.StartTime.Before(&created) {
+			created = *st.StartTime
+		}
+		st.CreationTime = &created // written with the next status, not for itself
+	}
 	if st.ProcessGroup != nil {
 		// The group was killed at start (killLeftovers) from the state file.
 		st.ProcessGroup = nil

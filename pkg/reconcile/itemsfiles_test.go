@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 )
@@ -72,5 +73,37 @@ func TestAnOutsideHardLinkKeepsTheUsersVersion(t *testing.T) {
 	b, _ := os.Stat(outside)
 	if os.SameFile(a, b) {
 		t.Error("the spool's name and the outside name are still one file after a status write")
+	}
+}
+
+// A task's creation time is set when a controller first reads it, kept
+// across restarts, and a copy under another name gets its own: AGE counts
+// from it.
+func TestCreationTimeIsTheFirstReadAndACopyGetsItsOwn(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.write("a.yaml", manifest("a", "true", ""))
+	before := time.Now().Add(-time.Second)
+	h.start()
+	h.eventually("a Done", func() bool { return h.status("a.yaml").Phase == v1alpha1.PhaseDone })
+	a := h.status("a.yaml")
+	if a.CreationTime == nil || a.CreationTime.Time.Before(before) || a.StartTime == nil || a.StartTime.Before(a.CreationTime) {
+		t.Fatalf("a: creation %v, start %v (controller started after %v)", a.CreationTime, a.StartTime, before)
+	}
+	time.Sleep(1100 * time.Millisecond) // statuses keep whole seconds
+	h.restart()
+	data, err := os.ReadFile(filepath.Join(h.dir, "a.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.write("b.yaml", strings.Replace(string(data), "name: a", "name: b", 1))
+	h.eventually("b Done as itself", func() bool {
+		st := h.status("b.yaml")
+		return st.Phase == v1alpha1.PhaseDone && st.TaskName == "b"
+	})
+	if got := h.status("a.yaml").CreationTime; got == nil || !got.Equal(a.CreationTime) {
+		t.Errorf("a's creation time after a restart: %v, want %v", got, a.CreationTime)
+	}
+	if b := h.status("b.yaml").CreationTime; b == nil || !b.After(a.CreationTime.Time) {
+		t.Errorf("the copy b has creation time %v, want one of its own, after a's %v", b, a.CreationTime)
 	}
 }

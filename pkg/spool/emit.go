@@ -206,6 +206,7 @@ func (e *emitter) status(st *v1alpha1.TaskStatus) {
 		}
 		e.indent--
 	}
+	e.timeOmit("creationTime", st.CreationTime)
 	if b := st.LastBatch; b != nil {
 		e.open("lastBatch")
 		e.intOmit("attempt", int64(b.Attempt))

@@ -242,6 +242,10 @@ type TaskStatus struct {
 	// ProcessGroup identifies the batch in flight, so that a restarted
 	// controller can kill what a crashed one left.
 	ProcessGroup *ProcessGroupRef `json:"processGroup,omitempty"`
+	// CreationTime is when a controller first read the manifest as this
+	// task (a copy under another name starts anew): the task's age, as
+	// get's AGE counts it, like kubectl's from creationTimestamp.
+	CreationTime *metav1.Time `json:"creationTime,omitempty"`
 	// StartTime is when the first batch started.
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// CompletionTime is when the task reached a terminal phase.

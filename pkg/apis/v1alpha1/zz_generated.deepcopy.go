@@ -362,6 +362,10 @@ func (in *TaskStatus) DeepCopyInto(out *TaskStatus) {
 		*out = new(ProcessGroupRef)
 		**out = **in
 	}
+	if in.CreationTime != nil {
+		in, out := &in.CreationTime, &out.CreationTime
+		*out = (*in).DeepCopy()
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()
