@@ -185,7 +185,10 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 		if lb.EndTime != nil && lb.StartTime != nil {
 			line += fmt.Sprintf(", ran %s", lb.EndTime.Sub(lb.StartTime.Time).Round(time.Millisecond))
 		} else if lb.StartTime != nil {
-			line += fmt.Sprintf(", running for %s", now.Sub(lb.StartTime.Time).Round(time.Second))
+			line += fmt.Sprintf(", running for %s", runningFor(lb, now).Round(time.Second))
+			if lb.PausedSince != nil || lb.PausedSeconds > 0 {
+				line += " (paused time not counted)"
+			}
 		}
 		if lb.ExitCode != nil {
 			line += fmt.Sprintf(", exit %d", *lb.ExitCode)
@@ -337,4 +340,14 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 	if e.EfficientBatch > 0 {
 		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item; suggested batch.max %d (or --batch-policy efficient)\n", e.EfficientBatch, e.EfficientBatch)
 	}
+}
+
+// runningFor is how long the batch in flight lb has run by now: its time
+// since it started less the time pauses stopped it.
+func runningFor(lb *v1alpha1.BatchRecord, now time.Time) time.Duration {
+	end := now
+	if lb.PausedSince != nil {
+		end = lb.PausedSince.Time
+	}
+	return max(0, end.Sub(lb.StartTime.Time)-time.Duration(lb.PausedSeconds)*time.Second)
 }

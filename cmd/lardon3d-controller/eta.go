@@ -93,7 +93,8 @@ func expectedRun(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Ti
 	if expected <= 0 {
 		return 0, 0, false
 	}
-	return max(0, now.Sub(time.Unix(lb.Start, 0))), expected, true
+	// The clock of a batch stops while it is paused.
+	return max(0, now.Sub(time.Unix(lb.Start, 0))-time.Duration(lb.Paused)*time.Second), expected, true
 }
 
 // expectedPercent is elapsed against expected in percent, at most 99

@@ -138,4 +138,10 @@ func TestProgressByTheClockForABatchThatReportsNothing(t *testing.T) {
 	if progress, _, _, _ := statusCells(rowOf(st), learned, now); progress != "0/3" {
 		t.Errorf("PROGRESS of a paused batch %q, want 0/3", progress)
 	}
+	// Resumed after 5 minutes stopped: 5 of its 10 minutes ran.
+	st.Phase = v1alpha1.PhaseRunning
+	st.LastBatch.PausedSeconds = 300
+	if progress, _, _, _ := statusCells(rowOf(st), learned, now); progress != "0/3 ~25%" {
+		t.Errorf("PROGRESS after a 5m pause %q, want 0/3 ~25%%", progress)
+	}
 }

@@ -21,7 +21,7 @@ const Socket = "get.sock"
 // declines a request of another version (and one with a field it does not
 // know), so that a client never takes files it would misread. Version 1
 // carried rendered text; version 2 carries rows; version 3 rows with their
-// creation time.
+// creation time and their batch's paused time.
 const Protocol = 3
 
 // Query is what a listing asks for.

@@ -55,6 +55,8 @@ type Batch struct {
 	// ItemsReported is how many items its command reported done
 	// (LARDON3D_PROGRESS).
 	ItemsReported int64
+	// Paused is how long, in seconds, pauses that ended stopped it.
+	Paused int64
 }
 
 // Age is when the task's age counts from, in Unix seconds: its creation
@@ -93,7 +95,7 @@ func RowOf(t *v1alpha1.Task, profile string) Row {
 		r.Reservation = &Contract{Batch: c.Batch, BatchRequested: c.BatchRequested, Threads: int64(c.Threads), Memory: c.Memory.Value()}
 	}
 	if b := st.LastBatch; b != nil {
-		lb := &Batch{Index: b.Index, PeakMemory: -1, Size: b.Size, Start: -1, End: -1, ItemsReported: -1}
+		lb := &Batch{Index: b.Index, PeakMemory: -1, Size: b.Size, Start: -1, End: -1, ItemsReported: -1, Paused: b.PausedSeconds}
 		if b.PeakMemory != nil {
 			lb.PeakMemory = b.PeakMemory.Value()
 		}

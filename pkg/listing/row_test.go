@@ -41,7 +41,7 @@ func TestFileLineRoundTrip(t *testing.T) {
 					row.Reservation = &Contract{Batch: num(), BatchRequested: num(), Threads: num(), Memory: num()}
 				}
 				if r.IntN(2) == 0 {
-					row.LastBatch = &Batch{Index: num(), PeakMemory: num(), Size: num(), Start: num(), End: num(), ItemsReported: num()}
+					row.LastBatch = &Batch{Index: num(), PeakMemory: num(), Size: num(), Start: num(), End: num(), ItemsReported: num(), Paused: num()}
 				}
 				if r.IntN(2) == 0 {
 					s := num()

@@ -78,7 +78,7 @@ func appendRow(b []byte, r *Row) []byte {
 	}
 	b = append(b, '\t')
 	if lb := r.LastBatch; lb != nil {
-		b = ints(b, lb.Index, lb.PeakMemory, lb.Size, lb.Start, lb.End, lb.ItemsReported)
+		b = ints(b, lb.Index, lb.PeakMemory, lb.Size, lb.Start, lb.End, lb.ItemsReported, lb.Paused)
 	} else {
 		b = ints(b)
 	}
@@ -189,7 +189,7 @@ func parseFile(prefix, line string) (File, error) {
 			r.Reservation = &c
 		}
 		var lb Batch
-		if ints(&lb.Index, &lb.PeakMemory, &lb.Size, &lb.Start, &lb.End, &lb.ItemsReported) {
+		if ints(&lb.Index, &lb.PeakMemory, &lb.Size, &lb.Start, &lb.End, &lb.ItemsReported, &lb.Paused) {
 			r.LastBatch = &lb
 		}
 		for _, t := range []**int64{&r.Start, &r.Created} {

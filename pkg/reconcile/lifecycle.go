@@ -177,6 +177,22 @@ type estimateAdvice interface {
 	suggestion(size, used int64) string
 }
 
+// pausedTime keeps the paused time of the batch in flight lb (nil: none)
+// as the task enters phase at now: a pause stops its clock, a resume adds
+// the pause to PausedSeconds.
+func pausedTime(lb *v1alpha1.BatchRecord, phase v1alpha1.Phase, now metav1.Time) {
+	if lb == nil || lb.EndTime != nil {
+		return
+	}
+	switch {
+	case phase == v1alpha1.PhasePaused && lb.PausedSince == nil:
+		lb.PausedSince = &now
+	case phase == v1alpha1.PhaseRunning && lb.PausedSince != nil:
+		lb.PausedSeconds += int64(max(0, now.Sub(lb.PausedSince.Time).Seconds()))
+		lb.PausedSince = nil
+	}
+}
+
 // projectEvent applies a queue event of the status's generation to st:
 // reservation, conditions, batch record, progress, times. The phase is
 // not set here: the projection names it, and the controller's setPhase
@@ -198,6 +214,7 @@ func projectEvent(st *v1alpha1.TaskStatus, ev queue.Event, strict bool, advice e
 			if ev.Phase == v1alpha1.PhaseRunning && st.StartTime == nil {
 				st.StartTime = &now
 			}
+			pausedTime(st.LastBatch, ev.Phase, now)
 		case v1alpha1.PhasePending:
 			st.Reservation = nil
 			reoffered(st)

@@ -177,6 +177,27 @@ func TestProjectEventSetsWhatEachEventSays(t *testing.T) {
 				}
 				return ""
 			}},
+		{"Paused stops the clock of the batch in flight",
+			v1alpha1.TaskStatus{Phase: v1alpha1.PhaseRunning, LastBatch: &v1alpha1.BatchRecord{StartTime: &metav1.Time{Time: at.Add(-time.Hour)}, PausedSeconds: 5}},
+			queue.Event{Type: queue.EventPhase, Phase: v1alpha1.PhasePaused, Reason: v1alpha1.ReasonPaused},
+			projection{toPhase: v1alpha1.PhasePaused, reason: v1alpha1.ReasonPaused, write: writeSoon},
+			func(st *v1alpha1.TaskStatus) string {
+				if lb := st.LastBatch; lb.PausedSince == nil || !lb.PausedSince.Time.Equal(at) || lb.PausedSeconds != 5 {
+					return fmt.Sprintf("paused since %v, %d s", lb.PausedSince, lb.PausedSeconds)
+				}
+				return ""
+			}},
+		{"Running after a pause adds it to the batch's paused time",
+			v1alpha1.TaskStatus{Phase: v1alpha1.PhasePaused, StartTime: &metav1.Time{Time: at.Add(-time.Hour)},
+				LastBatch: &v1alpha1.BatchRecord{StartTime: &metav1.Time{Time: at.Add(-time.Hour)}, PausedSeconds: 5, PausedSince: &metav1.Time{Time: at.Add(-90 * time.Second)}}},
+			queue.Event{Type: queue.EventPhase, Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonAdmitted},
+			projection{toPhase: v1alpha1.PhaseRunning, reason: v1alpha1.ReasonAdmitted, write: writeSoon},
+			func(st *v1alpha1.TaskStatus) string {
+				if lb := st.LastBatch; lb.PausedSince != nil || lb.PausedSeconds != 95 {
+					return fmt.Sprintf("paused since %v, %d s; want none, 95 s", lb.PausedSince, lb.PausedSeconds)
+				}
+				return ""
+			}},
 		{"Done completes and releases",
 			v1alpha1.TaskStatus{Phase: v1alpha1.PhaseRunning, Reservation: &v1alpha1.Contract{}},
 			queue.Event{Type: queue.EventPhase, Phase: v1alpha1.PhaseDone, ItemsDone: 4, BatchesDone: 2},

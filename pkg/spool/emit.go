@@ -218,6 +218,8 @@ func (e *emitter) status(st *v1alpha1.TaskStatus) {
 		if b.ItemsReported != nil {
 			e.int("itemsReported", *b.ItemsReported)
 		}
+		e.intOmit("pausedSeconds", b.PausedSeconds)
+		e.timeOmit("pausedSince", b.PausedSince)
 		e.quantityOmit("peakMemory", b.PeakMemory)
 		e.strOmit("reason", b.Reason)
 		e.int("size", b.Size)

@@ -327,6 +327,13 @@ type BatchRecord struct {
 	// command says it finished (its last "LARDON3D_PROGRESS n" line). It
 	// is not committed: the batch's items are done only when it exits 0.
 	ItemsReported *int64 `json:"itemsReported,omitempty"`
+	// PausedSeconds is, while the batch runs, how long it was stopped by
+	// pauses that ended (whole seconds): its running time is its time
+	// since StartTime less this.
+	PausedSeconds int64 `json:"pausedSeconds,omitempty"`
+	// PausedSince is when the pause in force stopped the batch (nil when
+	// it runs).
+	PausedSince *metav1.Time `json:"pausedSince,omitempty"`
 }
 
 // ProcessGroupRef identifies a process group across controller restarts.
