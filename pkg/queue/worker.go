@@ -77,11 +77,7 @@ func (q *Queue) work(e *entry) {
 				q.finishCancelled(e)
 				return
 			}
-			switch q.sequenceBreak(e) {
-			case outCancelled:
-				q.finishCancelled(e)
-				return
-			case outStop:
+			if !q.nextContract(e) {
 				return
 			}
 			continue
@@ -109,14 +105,24 @@ func (q *Queue) work(e *entry) {
 		case outShrink:
 		}
 		q.awaitFresh(e)
-		switch q.sequenceBreak(e) {
-		case outCancelled:
-			q.finishCancelled(e)
-			return
-		case outStop:
+		if !q.nextContract(e) {
 			return
 		}
 	}
+}
+
+// nextContract takes the sequence break as the worker does: true with a
+// new reservation held; false when the worker ends (cancelled, released;
+// or the task stopped).
+func (q *Queue) nextContract(e *entry) bool {
+	switch q.sequenceBreak(e) {
+	case outCancelled:
+		q.finishCancelled(e)
+		return false
+	case outStop:
+		return false
+	}
+	return true
 }
 
 // workerExit is the worker's last step.
