@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 )
 
@@ -45,6 +47,25 @@ func BenchmarkTrueBatch(b *testing.B) {
 				// Its cgroup handed back before the next batch, as with one
 				// slot: on v1 every batch after the first reuses it.
 				<-bt.Done()
+			}
+		})
+	}
+}
+
+// BenchmarkMarkScan is the end-of-batch search for a batch's processes
+// that left its cgroup, over every process of the machine and over those
+// started after the leader only, as a batch's end does (compare the two
+// in one run).
+func BenchmarkMarkScan(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		after int
+	}{{"all", 0}, {"after-leader", os.Getpid()}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := killByEnv(procfs.DefaultMountPoint, BatchIDEnv+"=no-such-batch", c.after); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

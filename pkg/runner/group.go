@@ -361,10 +361,12 @@ func KillByEnv(name, value string) (int, error) {
 	if name == "" || value == "" {
 		return 0, fmt.Errorf("%w: empty environment marker", ErrInvalidSpec)
 	}
-	return killByEnv(procfs.DefaultMountPoint, name+"="+value)
+	return killByEnv(procfs.DefaultMountPoint, name+"="+value, 0)
 }
 
-func killByEnv(procRoot, entry string) (int, error) {
+// killByEnv is KillByEnv over the processes of procRoot, those with a pid
+// above after only (0: all).
+func killByEnv(procRoot, entry string, after int) (int, error) {
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
 		return 0, fmt.Errorf("list processes: %w", err)
@@ -375,7 +377,7 @@ func killByEnv(procRoot, entry string) (int, error) {
 	found := 0
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil || pid == self || pid <= after {
 			continue
 		}
 		var st unix.Stat_t

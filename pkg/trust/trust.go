@@ -30,7 +30,7 @@ func ControllerOnly(dir, what string) error {
 			return fmt.Errorf("%s: %w", what, &os.PathError{Op: "stat", Path: d, Err: err})
 		}
 		if !Safe(&st, d == abs) {
-			return untrusted(what, dir, d, &st)
+			return Untrusted(what, dir, d, &st)
 		}
 		if d == filepath.Dir(d) {
 			return nil
@@ -50,7 +50,7 @@ func OwnDir(dir, what string) error {
 		return fmt.Errorf("%w: %s %s is not a directory (a link, or a file): remove it, or choose another", ErrUntrusted, what, dir)
 	}
 	if int64(st.Uid) != int64(os.Geteuid()) || st.Mode&0o022 != 0 {
-		return untrusted(what, dir, dir, &st)
+		return Untrusted(what, dir, dir, &st)
 	}
 	return ControllerOnly(dir, what)
 }
@@ -66,9 +66,7 @@ func Safe(st *unix.Stat_t, leaf bool) bool {
 
 // Untrusted is the error of a directory d (dir, or one above it) that
 // fails Safe: it wraps ErrUntrusted.
-func Untrusted(what, dir, d string, st *unix.Stat_t) error { return untrusted(what, dir, d, st) }
-
-func untrusted(what, dir, d string, st *unix.Stat_t) error {
+func Untrusted(what, dir, d string, st *unix.Stat_t) error {
 	where := what + " " + dir
 	if d != dir {
 		where += ": " + d + " above it"
