@@ -145,22 +145,22 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 		fmt.Fprintf(tw, "Paused:\ttrue\n")
 	}
 	fmt.Fprintf(tw, "Progress:\t%s\n", progressText(st, sp.Items))
-	reported, size, ran, running := runningReport(f.Row, now)
-	elapsed, expected, timed := expectedRun(f.Row, learned, now)
+	reported, size, ran, running := reconcile.RunningReport(f.Row, now)
+	elapsed, expected, timed := reconcile.ExpectedRun(f.Row, learned, now)
 	switch {
 	case running && reported > 0:
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
 			reported, size, ran.Round(time.Second))
 	case timed:
 		fmt.Fprintf(tw, "Running batch:\t~%d%%: no progress reported; it has run %s of the %s a batch of %s takes at the profile's pace\n",
-			expectedPercent(elapsed, expected), elapsed.Round(time.Second), expected.Round(time.Second), governor.Count(f.Row.LastBatch.Size, "item"))
+			reconcile.ExpectedPercent(elapsed, expected), elapsed.Round(time.Second), expected.Round(time.Second), governor.Count(f.Row.LastBatch.Size, "item"))
 	case running:
 		fmt.Fprintf(tw, "Running batch:\t%d of its %d items reported done after %s (not committed until it exits 0)\n",
 			reported, size, ran.Round(time.Second))
 	}
-	if d, ok := taskETA(f.Row, learned, now); ok {
+	if d, ok := reconcile.TaskETA(f.Row, learned, now); ok {
 		left := st.Progress.ItemsTotal - st.Progress.ItemsDone
-		// What taskETA priced the items with.
+		// What reconcile.TaskETA priced the items with.
 		paced := running && reported > 0
 		how := "the running batch's pace"
 		if learned != nil && learned.DurationPerItem > 0 {

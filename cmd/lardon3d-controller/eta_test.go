@@ -15,7 +15,7 @@ import (
 func TestETAFromTheProfilesTimePerItem(t *testing.T) {
 	tk := &v1alpha1.Task{Status: v1alpha1.TaskStatus{Phase: v1alpha1.PhaseRunning, Progress: v1alpha1.Progress{ItemsDone: 40, ItemsTotal: 100}}}
 	learned := &reconcile.ProfileEstimate{DurationFixed: 5 * time.Second, DurationPerItem: 2 * time.Second}
-	if got, want := eta(60, learned), 125*time.Second; got != want {
+	if got, want := reconcile.ETA(60, learned), 125*time.Second; got != want {
 		t.Fatalf("eta of 60 items at 2s + 5s: %v, want %v", got, want)
 	}
 	row := *taskFile("", tk).Row
@@ -50,12 +50,12 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 		LastBatch: &v1alpha1.BatchRecord{Index: 0, Start: 0, Size: 50, StartTime: &started, ItemsReported: &reported},
 	}
 	// 10 items in 100 s: 40 left in the batch at 10 s, 50 after it.
-	if d, ok := taskETA(rowOf(st), nil, now); !ok || d != 900*time.Second {
+	if d, ok := reconcile.TaskETA(rowOf(st), nil, now); !ok || d != 900*time.Second {
 		t.Fatalf("ETA from the batch's pace: %v %v, want 15m0s", d, ok)
 	}
 	// The profile prices the items after the batch: 400 s + 5 s + 50×2 s.
 	learned := &reconcile.ProfileEstimate{DurationFixed: 5 * time.Second, DurationPerItem: 2 * time.Second}
-	if d, ok := taskETA(rowOf(st), learned, now); !ok || d != 505*time.Second {
+	if d, ok := reconcile.TaskETA(rowOf(st), learned, now); !ok || d != 505*time.Second {
 		t.Fatalf("ETA with a profile: %v %v, want 8m25s", d, ok)
 	}
 	if row, _, _, _ := statusCells(rowOf(st), nil, now); !strings.Contains(row, "0/100 +10") {
@@ -71,7 +71,7 @@ func TestETAFromTheRunningBatchsReports(t *testing.T) {
 	// Once the batch ended, its report is history: nothing is priced by it.
 	ended := metav1.NewTime(now)
 	st.LastBatch.EndTime = &ended
-	if _, ok := taskETA(rowOf(st), nil, now); ok {
+	if _, ok := reconcile.TaskETA(rowOf(st), nil, now); ok {
 		t.Errorf("an ended batch's report still gives an ETA")
 	}
 	if row, _, _, _ := statusCells(rowOf(st), nil, now); strings.Contains(row, "+10") {
@@ -100,7 +100,7 @@ func TestProgressByTheClockForABatchThatReportsNothing(t *testing.T) {
 		t.Errorf("PROGRESS %q, want 0/3 ~50%%", progress)
 	}
 	// 10m left of this batch, then 2 items: 2m + 2×18m.
-	if d, ok := taskETA(row, learned, now); !ok || d != 48*time.Minute {
+	if d, ok := reconcile.TaskETA(row, learned, now); !ok || d != 48*time.Minute {
 		t.Errorf("ETA %v %v, want 48m0s", d, ok)
 	}
 	if cols := wideColumns(row, learned, now); !strings.Contains(cols, "\t48m\t") {
@@ -123,14 +123,14 @@ func TestProgressByTheClockForABatchThatReportsNothing(t *testing.T) {
 	if progress, _, _, _ := statusCells(row, learned, late); progress != "0/3 ~99%" {
 		t.Errorf("PROGRESS past the expected time %q, want 0/3 ~99%%", progress)
 	}
-	if d, ok := taskETA(row, learned, late); !ok || d != 38*time.Minute {
+	if d, ok := reconcile.TaskETA(row, learned, late); !ok || d != 38*time.Minute {
 		t.Errorf("ETA past the expected time %v %v, want 38m0s", d, ok)
 	}
 	// No history: nothing to time it against.
 	if progress, _, _, _ := statusCells(row, nil, now); progress != "0/3" {
 		t.Errorf("PROGRESS with no history %q, want 0/3", progress)
 	}
-	if _, ok := taskETA(row, nil, now); ok {
+	if _, ok := reconcile.TaskETA(row, nil, now); ok {
 		t.Error("an ETA with no history")
 	}
 	// Paused: the clock says nothing of the batch.

@@ -507,12 +507,12 @@ func renderObjects(w io.Writer, files []listing.File, output string, single bool
 }
 
 // wideColumns are the columns -o wide adds: the contract's threads, the
-// generation, the queue position, the ETA (taskETA: the profile's time per
+// generation, the queue position, the ETA (reconcile.TaskETA: the profile's time per
 // item and the running batch's reported pace, for a task not ended) and
 // the labels.
 func wideColumns(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Time) string {
 	threads, gen, queue, etaCol := "-", "-", "-", "-"
-	if d, ok := taskETA(r, learned, now); ok {
+	if d, ok := reconcile.TaskETA(r, learned, now); ok {
 		etaCol = duration.HumanDuration(d)
 	}
 	if c := r.Reservation; c != nil {
@@ -550,11 +550,11 @@ func statusCells(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Ti
 	progress, batch, memory, age = "-", "-", "-", "-"
 	if r.Total > 0 {
 		progress = itoa(r.Done) + "/" + itoa(r.Total)
-		if reported, _, _, ok := runningReport(r, now); ok && reported > 0 {
+		if reported, _, _, ok := reconcile.RunningReport(r, now); ok && reported > 0 {
 			// Items the running batch reports done, not committed yet.
 			progress += " +" + itoa(reported)
-		} else if elapsed, expected, ok := expectedRun(r, learned, now); ok {
-			progress += " ~" + itoa(expectedPercent(elapsed, expected)) + "%"
+		} else if elapsed, expected, ok := reconcile.ExpectedRun(r, learned, now); ok {
+			progress += " ~" + itoa(reconcile.ExpectedPercent(elapsed, expected)) + "%"
 		}
 	}
 	if c := r.Reservation; c != nil {
