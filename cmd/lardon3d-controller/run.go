@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -31,6 +29,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+	"github.com/lardon3d/lardon3d-controller/pkg/webview"
 )
 
 // budgetConfig is the configuration, from --config FILE and flags (flags
@@ -264,6 +263,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		exitWhenDone bool
 		allowShared  bool
 		metricsAddr  string
+		httpAddr     string
+		viewInterval time.Duration
 		withPprof    bool
 		historyPath  string
 		spoolArgs    []string
@@ -303,6 +304,8 @@ serves other users' spools and runs each task as the spool's owner.
 	f.IntVar(&waitForTasks, "wait-for-tasks", 0, "with --exit-when-done, never exit before this many manifests were seen (start the controller, then drop files)")
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
+	f.StringVar(&httpAddr, "http-addr", "", "serve the read-only web view (the machine over time, the batches' timeline, the task graph) on this address; a port alone (:9465) listens on loopback only (default: on --metrics-addr when given, else none)")
+	f.DurationVar(&viewInterval, "view-interval", webview.DefaultInterval, "how often the web view samples the machine's budgets and measures (it keeps the last 6 hours, at most 6h ÷ this many points)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
 	f.StringVar(&historyPath, "history", "", "the learned history's store, shared by every spool (default: $STATE_DIRECTORY, $XDG_STATE_HOME/lardon3d, /var/lib/lardon3d as root, else ~/.local/state/lardon3d; file history.db)")
 	f.BoolVar(&share, "share", false, "run beside other controllers of this machine that say --share too, within --memory-capacity (required), all capacities fitting in the machine's memory")
@@ -434,20 +437,6 @@ serves other users' spools and runs each task as the spool's owner.
 			log.Warn().Msg(w)
 		}
 		m := metrics.New(gov)
-		if metricsAddr != "" {
-			ln, err := net.Listen("tcp", metricsAddr)
-			if err != nil {
-				return &exitError{code: 2, err: fmt.Errorf("--metrics-addr: %w", err)}
-			}
-			srv := &http.Server{Handler: m.Handler(withPprof), ReadHeaderTimeout: 5 * time.Second}
-			go func() {
-				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error().Err(err).Msg("metrics server stopped")
-				}
-			}()
-			defer srv.Close()
-			log.Info().Str("addr", ln.Addr().String()).Msg("serving metrics")
-		}
 		qcfg := queue.Config{}
 		if bc.MaxParallel != nil {
 			qcfg.MaxParallel = *bc.MaxParallel
@@ -468,6 +457,11 @@ serves other users' spools and runs each task as the spool's owner.
 			BatchPolicy:         batchPolicy,
 		}
 		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
+		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval}, m, host, placed[0].stateDir, log)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		defer stopHTTP()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		served := &servedSpools{host: host, cfg: cfg, log: log, claim: claim, observe: m.ObserveListing, ctx: ctx,

@@ -674,3 +674,24 @@ func (q *Queue) lockedHold(e *entry, r Reservation) {
 	c := r.Contract()
 	e.res, e.hasRes, e.contract = r, true, &c
 }
+
+// Held is one task's contract in force (Queue.Held).
+type Held struct {
+	Name     string
+	Contract governor.Contract
+}
+
+// Held returns every contract in force, in no order: what the governor's
+// reservations are, task by task. It copies nothing else, for a caller
+// that samples it often.
+func (q *Queue) Held() []Held {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []Held
+	for _, e := range q.mu.tasks {
+		if e.hasRes && e.contract != nil {
+			out = append(out, Held{Name: e.task.Name, Contract: *e.contract})
+		}
+	}
+	return out
+}

@@ -80,8 +80,9 @@ type batchRunner struct {
 		// tasks holds, per task name, what each generation's batches need:
 		// a new generation is recorded before the queue may start it, and
 		// the generation still running keeps its own until it ends.
-		tasks   map[string]map[int64]*runInfo
-		running map[*runner.Batch]struct{}
+		tasks map[string]map[int64]*runInfo
+		// running holds each running batch with what the queue asked.
+		running map[*runner.Batch]queue.Batch
 		// live counts, per task name, the batches whose processes are not
 		// all gone yet (a cancelled one in its kill grace included);
 		// liveCh is closed (and replaced) when a count falls.
@@ -108,7 +109,7 @@ var _ queue.BatchRunner = (*batchRunner)(nil)
 func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(groupNote)) *batchRunner {
 	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup, spares: runner.NewSpares()}
 	b.mu.tasks = make(map[string]map[int64]*runInfo)
-	b.mu.running = make(map[*runner.Batch]struct{})
+	b.mu.running = make(map[*runner.Batch]queue.Batch)
 	b.mu.live = make(map[string]int)
 	b.mu.forgotten = make(map[string]bool)
 	b.mu.liveCh = make(chan struct{})
@@ -312,7 +313,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		return nil, runner.NewPrepareError(fmt.Errorf("task %q: recording the process group: %w", qb.Task, err))
 	}
 	b.mu.Lock()
-	b.mu.running[rb] = struct{}{}
+	b.mu.running[rb] = qb
 	b.mu.live[qb.Task]++
 	b.mu.Unlock()
 	b.cleanups.Add(1)

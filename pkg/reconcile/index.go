@@ -3,6 +3,7 @@ package reconcile
 import (
 	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -23,6 +24,9 @@ type listIndex struct {
 	// replaces one).
 	mu   sync.RWMutex
 	live map[string]*listing.VersionedRow // base name → row
+	// deps holds, by base name, the spec.dependsOn of the rows that have
+	// one (the web view's task graph); never changed once stored.
+	deps map[string][]string
 }
 
 // fileSeen notes the version a spool event reports: its task (valid) or
@@ -68,7 +72,16 @@ func (x *listIndex) set(path string, t *v1alpha1.Task, v listing.FileVersion) {
 	if x.live == nil {
 		x.live = make(map[string]*listing.VersionedRow)
 	}
-	x.live[filepath.Base(path)] = r
+	base := filepath.Base(path)
+	x.live[base] = r
+	if len(t.Spec.DependsOn) == 0 {
+		delete(x.deps, base)
+		return
+	}
+	if x.deps == nil {
+		x.deps = make(map[string][]string)
+	}
+	x.deps[base] = slices.Clone(t.Spec.DependsOn)
 }
 
 // drop forgets the row of the manifest at path.
@@ -76,6 +89,7 @@ func (x *listIndex) drop(path string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.live, filepath.Base(path))
+	delete(x.deps, filepath.Base(path))
 }
 
 // IndexedRow is the list index's row of the manifest called base, as the

@@ -1026,3 +1026,6 @@ func envValue(env []string, name string) string {
 	}
 	return ""
 }
+
+// Started is when the batch's leader started.
+func (b *Batch) Started() time.Time { return b.started }

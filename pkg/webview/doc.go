@@ -1,0 +1,29 @@
+// Package webview is the running controller's web view: its pages (the
+// machine over time, the timeline of batches, the task graph, a task's
+// page), the JSON they read under /api/ (the same for scripts), and the
+// Recorder that keeps the machine's series.
+//
+// It owns:
+//
+//   - Recorder: a Point every interval (DefaultInterval) for the last
+//     window (DefaultWindow): each budget's capacity, margin and
+//     reservations, the measured memory of the running batches, and, per
+//     task, its contract and its measure. Bounded in memory (window ÷
+//     interval points) and saved in the state directory (SeriesFile,
+//     replaced whole, at most every DefaultSaveEvery and when the
+//     controller stops), so that a restart keeps the last hours. With
+//     nobody looking, the recorder is the view's only cost.
+//   - View: the HTTP handler. Everything it serves is in the binary
+//     (assets/, with uPlot, MIT, for the time series; the timeline, the
+//     graph and the scatter are SVG drawn by assets/app.js). It answers
+//     GET and HEAD only, to a Host that names this machine (an IP
+//     address, localhost or the host name), with a strict content
+//     security policy; names and logs are shown as text, never as HTML.
+//
+// It never writes a manifest, never decides anything, and holds no lock
+// of the controller: it reads the host through Source (reconcile.Host's
+// read accessors, each safe from any goroutine) and a manifest's status
+// and log through the spool's checked paths.
+//
+// Locking: Recorder.mu guards its points; it calls the machine outside it.
+package webview

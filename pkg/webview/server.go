@@ -1,0 +1,386 @@
+package webview
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Source is what the view shows: the running host.
+type Source interface {
+	Machine
+	Tasks() []reconcile.TaskView
+	FinishedBatches(limit int) []reconcile.BatchRow
+	Estimate(profile string) reconcile.ProfileEstimate
+	Records(profile string) []history.Record
+}
+
+// Limits of what one answer carries.
+const (
+	// BatchesMax bounds the timeline's finished batches: the newest.
+	BatchesMax = reconcile.PublishedBatchesMax
+	// LogTailBytes is how much of a task's log its page shows: the end.
+	LogTailBytes = 32 << 10
+)
+
+// View serves the web view of a running controller: its pages, their
+// scripts, and the JSON they read (the same for scripts: /api/...). It
+// only answers GET and HEAD.
+type View struct {
+	src Source
+	rec *Recorder
+	mux *http.ServeMux
+	now func() time.Time
+}
+
+// New is the view of src, whose machine series rec records.
+func New(src Source, rec *Recorder) *View {
+	v := &View{src: src, rec: rec, mux: http.NewServeMux(), now: time.Now}
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded tree is part of the binary
+	}
+	page := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		http.ServeFileFS(w, r, static, "index.html")
+	}
+	v.mux.HandleFunc("/{$}", page)
+	v.mux.HandleFunc("/timeline", page)
+	v.mux.HandleFunc("/graph", page)
+	v.mux.HandleFunc("/task/{name}", page)
+	v.mux.Handle("/static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	v.mux.HandleFunc("/api/machine", v.machine)
+	v.mux.HandleFunc("/api/batches", v.batches)
+	v.mux.HandleFunc("/api/tasks", v.tasks)
+	v.mux.HandleFunc("/api/tasks/{name}", v.task)
+	return v
+}
+
+// ServeHTTP answers GET and HEAD of the view's paths, from a host that is
+// the machine itself (DNS rebinding: a page of another site that renamed
+// its host to 127.0.0.1 gets nothing).
+func (v *View) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the web view is read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	if !allowedHost(r.Host) {
+		http.Error(w, "unknown host: open the view by IP address or localhost", http.StatusForbidden)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	v.mux.ServeHTTP(w, r)
+}
+
+// allowedHost reports whether a request's Host names this machine the
+// way a user opens the view: an IP address, localhost, or the machine's
+// host name.
+func allowedHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	name, err := os.Hostname()
+	return err == nil && (strings.EqualFold(host, name) || strings.HasPrefix(strings.ToLower(host), strings.ToLower(name)+"."))
+}
+
+// writeJSON answers v as JSON.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// MachineAnswer is /api/machine's answer.
+type MachineAnswer struct {
+	// Now is the server's time and Interval the sampling pace (seconds);
+	// Window how far back the series go (seconds).
+	Now      int64 `json:"now"`
+	Interval int64 `json:"interval"`
+	Window   int64 `json:"window"`
+	// Points after ?since= (Unix seconds), oldest first.
+	Points []Point `json:"points"`
+}
+
+// machine answers the machine's series after ?since= (Unix seconds; all
+// of them without).
+func (v *View) machine(w http.ResponseWriter, r *http.Request) {
+	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	writeJSON(w, MachineAnswer{Now: v.now().Unix(), Interval: int64(v.rec.Interval() / time.Second),
+		Window: int64(v.rec.Window() / time.Second), Points: v.rec.Since(since)})
+}
+
+// Outcomes of a batch on the timeline.
+const (
+	OutcomeRunning   = "Running"
+	OutcomeSucceeded = "Succeeded"
+	OutcomeMemory    = "MemoryExceeded"
+	OutcomeFailed    = "Failed"
+)
+
+// BatchView is one batch of the timeline.
+type BatchView struct {
+	Task    string `json:"task"`
+	Profile string `json:"profile,omitempty"`
+	// Generation, Batch (from 0) and Attempt (from 1; a retry above 1).
+	Generation int64 `json:"generation"`
+	Batch      int64 `json:"batch"`
+	Attempt    int   `json:"attempt"`
+	// Start and End in Unix seconds (End 0 while it runs).
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+	// Items and Threads it ran with; ReservedBytes its contract's memory;
+	// PeakBytes its peak need (while it runs: its memory now).
+	Items         int64 `json:"items"`
+	Threads       int   `json:"threads"`
+	ReservedBytes int64 `json:"reservedBytes"`
+	PeakBytes     int64 `json:"peakBytes"`
+	// Outcome: Running, Succeeded, MemoryExceeded or Failed; ExitCode and
+	// Reason say more.
+	Outcome  string `json:"outcome"`
+	ExitCode int    `json:"exitCode"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// outcomeOf is how a finished batch ended, for the timeline.
+func outcomeOf(b *reconcile.BatchRow) string {
+	switch {
+	case b.KilledForMemory || b.Reason == v1alpha1.ReasonMemoryExceeded:
+		return OutcomeMemory
+	case b.ExitCode == 0 && b.Reason == "":
+		return OutcomeSucceeded
+	default:
+		return OutcomeFailed
+	}
+}
+
+// unixSeconds is t in Unix seconds, with its fraction.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// batchViews are the finished batches of the history (of task only,
+// unless ""), then the running ones.
+func (v *View) batchViews(task string) []BatchView {
+	out := []BatchView{}
+	for _, b := range v.src.FinishedBatches(BatchesMax) {
+		if task != "" && b.Task != task {
+			continue
+		}
+		out = append(out, BatchView{Task: b.Task, Profile: b.Profile, Generation: b.Generation, Batch: b.Batch, Attempt: b.Attempt,
+			Start: unixSeconds(b.Start), End: unixSeconds(b.End), Items: b.Items, Threads: b.Threads,
+			ReservedBytes: b.ReservedBytes, PeakBytes: b.PeakBytes, Outcome: outcomeOf(&b), ExitCode: b.ExitCode, Reason: b.Reason})
+	}
+	name := taskNamer(v.src.SpoolDirs())
+	for _, b := range v.src.RunningBatches() {
+		n := name(b.Spool, b.Task)
+		if task != "" && n != task {
+			continue
+		}
+		out = append(out, BatchView{Task: n, Generation: b.Generation, Batch: b.Index, Attempt: b.Attempt,
+			Start: unixSeconds(b.Started), Items: b.Size, Threads: b.Contract.Threads,
+			ReservedBytes: b.Contract.MemoryBytes, PeakBytes: b.MemoryBytes, Outcome: OutcomeRunning, ExitCode: -1})
+	}
+	return out
+}
+
+// BatchesAnswer is /api/batches' answer.
+type BatchesAnswer struct {
+	Now     int64       `json:"now"`
+	Batches []BatchView `json:"batches"`
+}
+
+// batches answers the timeline: every batch the history keeps (the
+// newest BatchesMax), then the running ones; ?task= only one task's.
+func (v *View) batches(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, BatchesAnswer{Now: v.now().Unix(), Batches: v.batchViews(r.URL.Query().Get("task"))})
+}
+
+// TaskSummary is one task of the graph.
+type TaskSummary struct {
+	Name  string `json:"name"`
+	Spool string `json:"spool"`
+	File  string `json:"file"`
+	// Phase as get shows it, and the reason of its first False condition.
+	Phase  string `json:"phase"`
+	Reason string `json:"reason,omitempty"`
+	// Done and Total items.
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+	// ETASeconds is when it should be done, from now (-1: unknown or
+	// ended).
+	ETASeconds int64    `json:"etaSeconds"`
+	DependsOn  []string `json:"dependsOn,omitempty"`
+	Profile    string   `json:"profile,omitempty"`
+}
+
+// summaries are the host's tasks; the estimates of their profiles are
+// read once each.
+func (v *View) summaries() []TaskSummary {
+	views := v.src.Tasks()
+	name := taskNamer(v.src.SpoolDirs())
+	learned := make(map[string]*reconcile.ProfileEstimate)
+	now := v.now()
+	out := make([]TaskSummary, 0, len(views))
+	for i := range views {
+		tv := &views[i]
+		r := &tv.Row
+		s := TaskSummary{Name: name(tv.Spool, r.Name), Spool: tv.Spool, File: tv.File, Phase: string(r.Phase),
+			Reason: r.Reason(), Done: r.Done, Total: r.Total, ETASeconds: -1, DependsOn: tv.DependsOn, Profile: r.Profile}
+		if !v1alpha1.IsTerminal(r.Phase) {
+			e, ok := learned[r.Profile]
+			if !ok {
+				est := v.src.Estimate(r.Profile)
+				e = &est
+				learned[r.Profile] = e
+			}
+			if d, ok := reconcile.TaskETA(r, e, now); ok {
+				s.ETASeconds = int64(d.Round(time.Second) / time.Second)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TasksAnswer is /api/tasks' answer.
+type TasksAnswer struct {
+	Now   int64         `json:"now"`
+	Tasks []TaskSummary `json:"tasks"`
+}
+
+// tasks answers every task with its dependencies, phase, progress and ETA.
+func (v *View) tasks(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, TasksAnswer{Now: v.now().Unix(), Tasks: v.summaries()})
+}
+
+// Condition is one condition of a task's status.
+type Condition struct {
+	Type    string    `json:"type"`
+	Status  string    `json:"status"`
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Since   time.Time `json:"since"`
+}
+
+// Sample is one finished batch of a profile, for the scatter of peak
+// against batch size.
+type Sample struct {
+	Items     int64 `json:"items"`
+	Threads   int   `json:"threads"`
+	PeakBytes int64 `json:"peakBytes"`
+	// Killed: stopped for memory (its need was above its reservation,
+	// ReservedBytes).
+	Killed        bool  `json:"killed,omitempty"`
+	ReservedBytes int64 `json:"reservedBytes,omitempty"`
+	// OK: a measure the model fits (exit 0).
+	OK bool `json:"ok"`
+}
+
+// TaskAnswer is /api/tasks/NAME's answer.
+type TaskAnswer struct {
+	Now  int64       `json:"now"`
+	Task TaskSummary `json:"task"`
+	// Conditions of its manifest's status, as last written.
+	Conditions []Condition `json:"conditions"`
+	// Batches of the task the history keeps, then the running one.
+	Batches []BatchView `json:"batches"`
+	// LogFile and the end of the log (at most LogTailBytes).
+	LogFile string `json:"logFile,omitempty"`
+	Log     string `json:"log"`
+	// Estimate is what the history learned of its profile; Samples the
+	// profile's batches it learned from.
+	Estimate reconcile.ProfileEstimate `json:"estimate"`
+	Samples  []Sample                  `json:"samples"`
+}
+
+// task answers one task's page: its conditions, its batches, its log's
+// end, its learned estimate and the measures behind it.
+func (v *View) task(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var found *TaskSummary
+	for _, s := range v.summaries() {
+		if s.Name == name {
+			found = &s
+			break
+		}
+	}
+	if found == nil {
+		http.Error(w, "no task "+strconv.Quote(name)+" in the served spools", http.StatusNotFound)
+		return
+	}
+	ans := TaskAnswer{Now: v.now().Unix(), Task: *found, Batches: v.batchViews(name), Conditions: []Condition{}, Samples: []Sample{}}
+	f := listing.Spool{Dir: found.Spool, Profile: reconcile.ProfileOf}.ReadFile(filepath.Join(found.Spool, found.File))
+	if f.Task != nil {
+		for _, c := range f.Task.Status.Conditions {
+			ans.Conditions = append(ans.Conditions, Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason,
+				Message: c.Message, Since: c.LastTransitionTime.Time})
+		}
+		if lf := f.Task.Status.LogFile; lf != "" {
+			ans.LogFile = lf
+			ans.Log = tailOf(lf, LogTailBytes)
+		}
+	}
+	if found.Profile != "" {
+		ans.Estimate = v.src.Estimate(found.Profile)
+		for _, rec := range v.src.Records(found.Profile) {
+			ans.Samples = append(ans.Samples, Sample{Items: rec.Items, Threads: rec.Threads, PeakBytes: rec.Need(),
+				Killed: rec.KilledForMemory, ReservedBytes: rec.LimitBytes, OK: rec.Succeeded()})
+		}
+	}
+	writeJSON(w, ans)
+}
+
+// tailOf is the last n bytes of the regular file at path, from a line's
+// start; "" when it cannot be read. A FIFO, a device or a link put in the
+// log's place is never opened for reading.
+func tailOf(path string, n int64) string {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	off := max(0, st.Size()-n)
+	data, err := io.ReadAll(io.NewSectionReader(f, off, n))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	if off > 0 {
+		if i := strings.IndexByte(string(data), '\n'); i >= 0 {
+			data = data[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(string(data), "\uFFFD")
+}
+
+var _ Source = (*reconcile.Host)(nil)
