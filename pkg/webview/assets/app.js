@@ -384,7 +384,7 @@
       parts.push(el("h2", { text: "Learned memory: peak against batch size (profile " + (t.profile || "-") + ", model " + (e.state || "none") + ")" }),
         el("p", { class: "legend" },
           el("span", {}, el("i", { style: "background: var(--ok)" }), "succeeded"),
-          el("span", {}, el("i", { style: "background: var(--mem)" }), "killed for memory (drawn at its reservation)"),
+          el("span", {}, el("i", { style: "background: var(--mem)" }), "killed for memory (it needed more than this)"),
           el("span", {}, el("i", { style: "background: var(--fail)" }), "failed"),
           el("span", { text: "solid line: fitted need · dashed: the estimate with margins" })),
         scatter(a.samples, e),
