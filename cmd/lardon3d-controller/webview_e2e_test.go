@@ -40,7 +40,7 @@ kind: Task
 metadata: {name: mesh}
 spec:
   dependsOn: [match]
-  command: [sh, -c, 'echo "<script>document.title=1</script><img src=x onerror=alert(1)>"; sleep 1']
+  command: [sh, -c, 'echo "<script>document.title=1</script><img src=x onerror=alert(1)>"; while [ ! -e %s ]; do sleep 0.1; done']
   items: {count: 2}
 `
 
@@ -77,12 +77,31 @@ type timelineBar struct {
 // page are saved (artifactDir).
 func TestWebViewInABrowser(t *testing.T) {
 	spool := newSpool(t)
-	for i, doc := range strings.Split(webviewPipeline, "---\n") {
+	gate := filepath.Join(t.TempDir(), "mesh-may-end")
+	for i, doc := range strings.Split(fmt.Sprintf(webviewPipeline, gate), "---\n") {
 		name := []string{"extract", "match", "mesh"}[i]
 		writeManifest(t, spool, name+".yaml", doc)
 	}
 	c := startController(t, spool, "--metrics-addr", "127.0.0.1:0", "--view-interval", "200ms", "--memory-capacity", "2Gi")
 	base := "http://" + metricsAddr(t, c)
+	shots := artifactDir(t, "webview")
+	b := browsertest.Start(t)
+
+	// Live: while mesh runs, the timeline and the graph show it running;
+	// once it ends, the same pages, never reloaded, show it ended.
+	live := b.Open(t, base+"/timeline")
+	live.WaitFor(t, `document.querySelector('rect.batch.Running[data-task="mesh"]') !== null`, 3*time.Minute)
+	graph := b.Open(t, base+"/graph")
+	graph.WaitFor(t, `document.querySelector('.node[data-task="mesh"][data-phase="Running"]') !== null`, 30*time.Second)
+	graph.WaitFor(t, `document.querySelector('.node[data-task="extract"][data-phase="Done"]') !== null`, 30*time.Second)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live.WaitFor(t, `document.querySelectorAll('rect.batch[data-task="mesh"][data-outcome="Succeeded"]').length === 2 && document.querySelector("rect.batch.Running") === null`, time.Minute)
+	graph.WaitFor(t, `document.querySelector('.node[data-task="mesh"][data-phase="Done"]') !== null`, 30*time.Second)
+	checkNoErrors(t, "/timeline (live)", live)
+	checkNoErrors(t, "/graph (live)", graph)
+
 	eventually(t, 3*time.Minute, "every task Done", func() bool {
 		for _, n := range []string{"extract", "match", "mesh"} {
 			task, err := v1alpha1.ParseManifest(n+".yaml", mustRead(t, filepath.Join(spool, n+".yaml")))
@@ -133,9 +152,6 @@ func TestWebViewInABrowser(t *testing.T) {
 	if n := len(match.Samples); n < 3 {
 		t.Fatalf("match's profile holds %d batches, want its kill, its retry and its second batch", n)
 	}
-
-	shots := artifactDir(t, "webview")
-	b := browsertest.Start(t)
 
 	// The machine over time.
 	p := b.Open(t, base+"/")

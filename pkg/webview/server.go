@@ -1,6 +1,7 @@
 package webview
 
 import (
+	"cmp"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +42,10 @@ const (
 	BatchesMax = reconcile.PublishedBatchesMax
 	// LogTailBytes is how much of a task's log its page shows: the end.
 	LogTailBytes = 32 << 10
+	// TasksMax is how many tasks /api/tasks answers without ?limit=:
+	// the graph of ten thousand tasks is their counts by phase and the
+	// tasks not ended first.
+	TasksMax = 500
 )
 
 // View serves the web view of a running controller: its pages, their
@@ -66,12 +72,12 @@ func New(src Source, rec *Recorder) *View {
 	v.mux.HandleFunc("/{$}", page)
 	v.mux.HandleFunc("/timeline", page)
 	v.mux.HandleFunc("/graph", page)
-	v.mux.HandleFunc("/task/{name}", page)
+	v.mux.HandleFunc("/task/{name...}", page)
 	v.mux.Handle("/static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	v.mux.HandleFunc("/api/machine", v.machine)
 	v.mux.HandleFunc("/api/batches", v.batches)
 	v.mux.HandleFunc("/api/tasks", v.tasks)
-	v.mux.HandleFunc("/api/tasks/{name}", v.task)
+	v.mux.HandleFunc("/api/tasks/{name...}", v.task)
 	return v
 }
 
@@ -237,6 +243,8 @@ type TaskSummary struct {
 	ETASeconds int64    `json:"etaSeconds"`
 	DependsOn  []string `json:"dependsOn,omitempty"`
 	Profile    string   `json:"profile,omitempty"`
+	// seq is its place in the queue (status.queueSeq).
+	seq int64
 }
 
 // summaries are the host's tasks; the estimates of their profiles are
@@ -250,8 +258,9 @@ func (v *View) summaries() []TaskSummary {
 	for i := range views {
 		tv := &views[i]
 		r := &tv.Row
-		s := TaskSummary{Name: name(tv.Spool, r.Name), Spool: tv.Spool, File: tv.File, Phase: string(r.Phase),
-			Reason: r.Reason(), Done: r.Done, Total: r.Total, ETASeconds: -1, DependsOn: tv.DependsOn, Profile: r.Profile}
+		f := listing.File{Path: tv.File, Row: r}
+		s := TaskSummary{Name: name(tv.Spool, r.Name), Spool: tv.Spool, File: tv.File, Phase: f.Phase(),
+			Reason: f.Reason(), Done: r.Done, Total: r.Total, ETASeconds: -1, DependsOn: tv.DependsOn, Profile: r.Profile, seq: r.Seq}
 		if !v1alpha1.IsTerminal(r.Phase) {
 			e, ok := learned[r.Profile]
 			if !ok {
@@ -270,13 +279,52 @@ func (v *View) summaries() []TaskSummary {
 
 // TasksAnswer is /api/tasks' answer.
 type TasksAnswer struct {
-	Now   int64         `json:"now"`
+	Now int64 `json:"now"`
+	// Total is how many tasks the spools hold, Phases how many are in
+	// each phase.
+	Total  int            `json:"total"`
+	Phases map[string]int `json:"phases"`
+	// Tasks are at most ?limit= of them (TasksMax without; 0: all): the
+	// tasks not ended, in arrival order, then the ended ones, the most
+	// recently queued first.
 	Tasks []TaskSummary `json:"tasks"`
 }
 
-// tasks answers every task with its dependencies, phase, progress and ETA.
-func (v *View) tasks(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, TasksAnswer{Now: v.now().Unix(), Tasks: v.summaries()})
+// tasks answers the tasks with their dependencies, phase, progress and
+// ETA (?limit=, TasksMax without).
+func (v *View) tasks(w http.ResponseWriter, r *http.Request) {
+	limit := TasksMax
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			http.Error(w, "limit: want a number of tasks (0: all)", http.StatusBadRequest)
+			return
+		}
+		limit = n
+	}
+	all := v.summaries()
+	ans := TasksAnswer{Now: v.now().Unix(), Total: len(all), Phases: map[string]int{}}
+	for i := range all {
+		ans.Phases[all[i].Phase]++
+	}
+	slices.SortStableFunc(all, func(a, b TaskSummary) int {
+		ae, be := v1alpha1.IsTerminal(v1alpha1.Phase(a.Phase)), v1alpha1.IsTerminal(v1alpha1.Phase(b.Phase))
+		switch {
+		case ae != be && ae:
+			return 1
+		case ae != be:
+			return -1
+		case ae:
+			return cmp.Compare(b.seq, a.seq)
+		default:
+			return cmp.Compare(a.seq, b.seq)
+		}
+	})
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	ans.Tasks = all
+	writeJSON(w, ans)
 }
 
 // Condition is one condition of a task's status.

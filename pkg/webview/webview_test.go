@@ -16,8 +16,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/history"
+	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
@@ -313,6 +315,52 @@ func TestOutcomeOf(t *testing.T) {
 	} {
 		if got := outcomeOf(&c.row); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.row, got, c.want)
+		}
+	}
+}
+
+// /api/tasks answers at most its limit: the tasks not ended first, in
+// arrival order, then the latest ended; the counts cover them all.
+func TestTasksLimitKeepsTheTasksNotEnded(t *testing.T) {
+	h := &fakeHost{spools: []string{"/s"}}
+	for i := range 10 {
+		phase := v1alpha1.PhaseDone
+		if i%4 == 1 {
+			phase = v1alpha1.PhaseRunning
+		}
+		h.tasks = append(h.tasks, reconcile.TaskView{Spool: "/s", File: fmt.Sprintf("t%d.yaml", i),
+			Row: listing.Row{Name: fmt.Sprintf("t%d", i), Phase: phase, Seq: int64(i + 1)}})
+	}
+	h.tasks = append(h.tasks, reconcile.TaskView{Spool: "/s", File: "new.yaml", Row: listing.Row{Name: "new"}})
+	srv := httptest.NewServer(newTestView(h))
+	defer srv.Close()
+	var a TasksAnswer
+	resp, err := http.Get(srv.URL + "/api/tasks?limit=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range a.Tasks {
+		names = append(names, s.Name+":"+s.Phase)
+	}
+	if want := "new:New t1:Running t5:Running t9:Running t8:Done"; strings.Join(names, " ") != want {
+		t.Errorf("tasks %v, want %s", names, want)
+	}
+	if a.Total != 11 || a.Phases["Done"] != 7 || a.Phases["Running"] != 3 || a.Phases["New"] != 1 {
+		t.Errorf("total %d, phases %v", a.Total, a.Phases)
+	}
+	for _, bad := range []string{"-1", "x"} {
+		resp, err := http.Get(srv.URL + "/api/tasks?limit=" + bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("limit=%s: %d, want 400", bad, resp.StatusCode)
 		}
 	}
 }

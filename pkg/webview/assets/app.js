@@ -256,11 +256,15 @@
   // ---------- the task graph ----------
   function graphPage() {
     const s = section("Tasks and their dependencies");
+    const summary = el("p", { id: "summary" });
     const holder = el("div", { class: "graph", id: "graph" });
-    s.append(holder);
+    s.append(summary, holder);
     poll(async () => {
       const a = await getJSON("/api/tasks");
       view.tasks = a.tasks;
+      const counts = Object.entries(a.phases).sort().map(([p, n]) => n + " " + p).join(", ");
+      summary.textContent = a.total + " tasks" + (counts ? ": " + counts : "") +
+        (a.tasks.length < a.total ? " (showing the " + a.tasks.length + " not ended first, then the latest)" : "");
       if (!a.tasks.length) {
         holder.replaceChildren(el("p", { class: "empty", text: "no task in the spool" }));
         return;
