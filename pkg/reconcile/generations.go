@@ -112,7 +112,8 @@ func (c *Controller) dropEntry(path string) {
 // task, or one a previous controller left (resume from committed progress).
 func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 	hash := v1alpha1.SpecHash(t.Spec)
-	e.task, e.fileHash, e.parseErr = t, hash, parseErr
+	c.tasks.setTask(e, t)
+	e.fileHash, e.parseErr = hash, parseErr
 	st := &e.status
 	if st.TaskName != "" && st.TaskName != e.name {
 		// A copy of another task's manifest (or its name edited): the
@@ -166,7 +167,8 @@ func (c *Controller) first(e *entry, t *v1alpha1.Task, parseErr error) {
 func (c *Controller) edit(e *entry, t *v1alpha1.Task, parseErr error) {
 	hash := v1alpha1.SpecHash(t.Spec)
 	old := e.task
-	e.task, e.fileHash, e.parseErr = t, hash, parseErr
+	c.tasks.setTask(e, t)
+	e.fileHash, e.parseErr = hash, parseErr
 	if !v1alpha1.SameStatus(&t.Status, &e.status) {
 		// The new version dropped or changed the status block (a writer
 		// that replaced the whole file): the controller's is put back, so
@@ -544,7 +546,8 @@ func (c *Controller) rejectDuplicate(ev spool.Event, owner string) {
 		e = &entry{path: ev.Path, name: ev.Task.Metadata.Name, status: ev.Task.Status}
 		c.tasks.put(ev.Path, e)
 	}
-	e.task, e.duplicateOf = ev.Task, owner
+	c.tasks.setTask(e, ev.Task)
+	e.duplicateOf = owner
 	msg := fmt.Sprintf("metadata.name %q is already used by %s", e.name, filepath.Base(owner))
 	e.status.SpecHash = v1alpha1.SpecHash(ev.Task.Spec)
 	c.setCondition(e, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateName, msg)

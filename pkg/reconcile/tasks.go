@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"slices"
 	"sort"
 	"time"
 
@@ -77,27 +76,82 @@ type taskTable struct {
 	entries map[string]*entry // by path
 	byName  map[string]string // name → path of the file that owns it
 	invalid map[string]error  // path → why it is not a task (syntax, refused)
+	// dependents indexes the entries by each name their task's dependsOn
+	// holds (dependentsOf): a task's end looks up who waits for it
+	// without reading every entry. put, drop and setTask keep it.
+	dependents map[string]map[*entry]struct{}
 	// stale says an entry came or went, or a phase changed, since the
 	// phase gauge was last counted.
 	stale bool
 }
 
 func newTaskTable() taskTable {
-	return taskTable{entries: make(map[string]*entry), byName: make(map[string]string), invalid: make(map[string]error)}
+	return taskTable{entries: make(map[string]*entry), byName: make(map[string]string), invalid: make(map[string]error),
+		dependents: make(map[string]map[*entry]struct{})}
 }
 
 // put makes e the entry of the manifest at path, and drop forgets the
-// entry at path: entries changes only through them, and a phase only in
-// setPhase, so that countPhases knows when to count again.
+// entry at path: entries changes only through them, an entry's task only
+// through setTask, and a phase only in setPhase, so that countPhases
+// knows when to count again and dependentsOf stays true.
 func (t *taskTable) put(path string, e *entry) {
+	if old := t.entries[path]; old != nil {
+		t.unindex(old)
+	}
 	t.entries[path] = e
+	t.index(e)
 	t.stale = true
 }
 
 // drop: see put.
 func (t *taskTable) drop(path string) {
+	if old := t.entries[path]; old != nil {
+		t.unindex(old)
+	}
 	delete(t.entries, path)
 	t.stale = true
+}
+
+// setTask makes task the last parsed version of e's manifest.
+func (t *taskTable) setTask(e *entry, task *v1alpha1.Task) {
+	current := t.current(e)
+	if current {
+		t.unindex(e)
+	}
+	e.task = task
+	if current {
+		t.index(e)
+	}
+}
+
+// index adds e under each name its task depends on; unindex removes it.
+func (t *taskTable) index(e *entry) {
+	if e.task == nil {
+		return
+	}
+	for _, n := range e.task.Spec.DependsOn {
+		m := t.dependents[n]
+		if m == nil {
+			m = make(map[*entry]struct{})
+			t.dependents[n] = m
+		}
+		m[e] = struct{}{}
+	}
+}
+
+// unindex: see index.
+func (t *taskTable) unindex(e *entry) {
+	if e.task == nil {
+		return
+	}
+	for _, n := range e.task.Spec.DependsOn {
+		if m := t.dependents[n]; m != nil {
+			delete(m, e)
+			if len(m) == 0 {
+				delete(t.dependents, n)
+			}
+		}
+	}
 }
 
 // current reports whether e is still the entry of its path.
@@ -112,15 +166,16 @@ func (t *taskTable) named(name string) *entry {
 	return t.entries[path]
 }
 
-// dependentsOf lists the tasks naming name in dependsOn, in name order.
+// dependentsOf lists the tasks naming name in dependsOn, in name order
+// (then path: a duplicate has its owner's name).
 func (t *taskTable) dependentsOf(name string) []*entry {
 	var out []*entry
-	for _, d := range t.entries {
-		if d.task != nil && slices.Contains(d.task.Spec.DependsOn, name) {
-			out = append(out, d)
-		}
+	for d := range t.dependents[name] {
+		out = append(out, d)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].name < out[j].name || out[i].name == out[j].name && out[i].path < out[j].path
+	})
 	return out
 }
 
