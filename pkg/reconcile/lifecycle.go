@@ -312,11 +312,17 @@ func admittedMessage(ev queue.Event) string {
 
 // passingWait reports whether reason is one every queued task may pass
 // through, not worth writing a fresh task's status for before
-// QueuedWriteDelay: waiting for a worker of its own (the queue's normal
-// state) or for the first snapshot of the machine (the controller's
-// first second).
+// QueuedWriteDelay: waiting for a worker of its own or for a CPU thread
+// the running tasks hold (the queue's normal state, with or without
+// --max-parallel: a thousand short tasks dropped at once each wait for
+// one) or for the first snapshot of the machine (the controller's first
+// second). A wait that lasts is written at QueuedWriteDelay all the same.
 func passingWait(reason string) bool {
-	return reason == queue.ReasonMaxParallel || reason == string(governor.ReasonNoSnapshot)
+	switch reason {
+	case queue.ReasonMaxParallel, string(governor.ReasonNoSnapshot), string(governor.ReasonNoFreeCPU):
+		return true
+	}
+	return false
 }
 
 // waitNumbersDue reports whether a wait whose numbers alone moved is due

@@ -39,11 +39,18 @@ func oneItem(name, command string) string {
 }
 
 // TestShortTasksDroppedAtOnceAreNotWrittenQueued: thirty short tasks
-// dropped at once, two at a time, each waiting for a worker: none is
-// written as merely queued (Pending) before it starts, since each starts
-// within QueuedWriteDelay; each is written with its phase changes only.
+// dropped at once, two at a time, each waiting for a worker (MaxParallel)
+// or, without a cap, for a CPU thread of the machine's two (NoFreeCPU):
+// none is written as merely queued (Pending) before it starts, since each
+// starts within QueuedWriteDelay; each is written with its phase changes
+// only.
 func TestShortTasksDroppedAtOnceAreNotWrittenQueued(t *testing.T) {
-	h := newHarness(t, Config{ExitWhenDone: true, QueuedWriteDelay: time.Minute, Queue: queue.Config{MaxParallel: 2}})
+	t.Run("max-parallel", func(t *testing.T) { testShortTasksNotWrittenQueued(t, queue.Config{MaxParallel: 2}) })
+	t.Run("cpu-threads", func(t *testing.T) { testShortTasksNotWrittenQueued(t, queue.Config{}) })
+}
+
+func testShortTasksNotWrittenQueued(t *testing.T, qcfg queue.Config) {
+	h := newHarness(t, Config{ExitWhenDone: true, QueuedWriteDelay: time.Minute, Queue: qcfg})
 	rec := &phaseSpool{phases: map[string][]v1alpha1.Phase{}}
 	h.wrap = func(s Spool) Spool { rec.Spool = s; return rec }
 	var files []string
