@@ -34,7 +34,9 @@
 // flushlimit.go the status writer; settle.go the exit rule and the phase
 // gauge; recovery.go and groups.go what a crash leaves; items.go who runs
 // a spool's tasks, which items they may read, and the resolver; publish.go
-// the side files.
+// the side files; view.go what a reader of the running host (the web
+// view) sees, and eta.go when a task should be done (get, describe and the
+// view price it alike).
 //
 // Ownership. One goroutine per spool (Controller.loop) owns every entry:
 // the parsed manifest and the authoritative in-memory status. Spool
@@ -243,7 +245,10 @@
 // probe, an exec or a file write: the machine's methods only touch the
 // governor, the prober's counters and non-blocking hand-offs;
 // batchRunner.Start (which writes the items, group and lease files) runs
-// on a queue worker without Queue.mu.
+// on a queue worker without Queue.mu. The host's read accessors
+// (view.go) take one lock at a time: Queue.mu (Held), then Host.spoolsMu
+// to route each name; or Host.spoolsMu to copy the list of spools, then,
+// released, each spool's listIndex.mu or batchRunner.mu.
 //
 // What it never does: judge resources (the governor does), order tasks (the
 // queue does), or rewrite a file that is not parseable YAML (the spool

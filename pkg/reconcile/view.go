@@ -66,11 +66,8 @@ func (h *Host) Contracts() []HeldContract {
 
 // RunningBatches are the batches running now, in every spool.
 func (h *Host) RunningBatches() []RunningBatch {
-	h.spoolsMu.RLock()
-	spools := slices.Clone(h.spools)
-	h.spoolsMu.RUnlock()
 	var out []RunningBatch
-	for _, c := range spools {
+	for _, c := range h.served() {
 		out = append(out, c.batches.runningNow(c.cfg.SpoolDir)...)
 	}
 	return out
@@ -79,14 +76,19 @@ func (h *Host) RunningBatches() []RunningBatch {
 // Tasks are the tasks of every spool, as the list index holds them: the
 // manifests whose current version the controllers know.
 func (h *Host) Tasks() []TaskView {
-	h.spoolsMu.RLock()
-	spools := slices.Clone(h.spools)
-	h.spoolsMu.RUnlock()
 	var out []TaskView
-	for _, c := range spools {
+	for _, c := range h.served() {
 		out = append(out, c.index.views(c.cfg.SpoolDir)...)
 	}
 	return out
+}
+
+// served is a copy of the list of spools' controllers, so that a reader
+// holds no lock of the host while it reads each.
+func (h *Host) served() []*Controller {
+	h.spoolsMu.RLock()
+	defer h.spoolsMu.RUnlock()
+	return slices.Clone(h.spools)
 }
 
 // FinishedBatches are the newest limit (0: all) batches of the learned
@@ -104,11 +106,9 @@ func (h *Host) Records(profile string) []history.Record { return h.book.Records(
 
 // SpoolDirs are the spools served, in the order added.
 func (h *Host) SpoolDirs() []string {
-	h.spoolsMu.RLock()
-	defer h.spoolsMu.RUnlock()
-	out := make([]string, len(h.spools))
-	for i, c := range h.spools {
-		out[i] = c.cfg.SpoolDir
+	var out []string
+	for _, c := range h.served() {
+		out = append(out, c.cfg.SpoolDir)
 	}
 	return out
 }

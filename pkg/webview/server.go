@@ -191,11 +191,13 @@ func outcomeOf(b *reconcile.BatchRow) string {
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // batchViews are the finished batches of the history (of task only,
-// unless ""), then the running ones.
+// unless ""), then the running ones. The history names a task without its
+// spool: a task of a second spool (spool/name) is matched by its name.
 func (v *View) batchViews(task string) []BatchView {
 	out := []BatchView{}
+	plain := task[strings.LastIndexByte(task, '/')+1:]
 	for _, b := range v.src.FinishedBatches(BatchesMax) {
-		if task != "" && b.Task != task {
+		if task != "" && b.Task != plain {
 			continue
 		}
 		out = append(out, BatchView{Task: b.Task, Profile: b.Profile, Generation: b.Generation, Batch: b.Batch, Attempt: b.Attempt,
@@ -256,25 +258,31 @@ func (v *View) summaries() []TaskSummary {
 	now := v.now()
 	out := make([]TaskSummary, 0, len(views))
 	for i := range views {
-		tv := &views[i]
-		r := &tv.Row
-		f := listing.File{Path: tv.File, Row: r}
-		s := TaskSummary{Name: name(tv.Spool, r.Name), Spool: tv.Spool, File: tv.File, Phase: f.Phase(),
-			Reason: f.Reason(), Done: r.Done, Total: r.Total, ETASeconds: -1, DependsOn: tv.DependsOn, Profile: r.Profile, seq: r.Seq}
-		if !v1alpha1.IsTerminal(r.Phase) {
-			e, ok := learned[r.Profile]
-			if !ok {
-				est := v.src.Estimate(r.Profile)
-				e = &est
-				learned[r.Profile] = e
-			}
-			if d, ok := reconcile.TaskETA(r, e, now); ok {
-				s.ETASeconds = int64(d.Round(time.Second) / time.Second)
-			}
-		}
-		out = append(out, s)
+		out = append(out, v.summaryOf(&views[i], name(views[i].Spool, views[i].Row.Name), learned, now))
 	}
 	return out
+}
+
+// summaryOf is the summary of tv, called name, at now; learned holds the
+// estimates of the profiles read so far.
+func (v *View) summaryOf(tv *reconcile.TaskView, name string, learned map[string]*reconcile.ProfileEstimate, now time.Time) TaskSummary {
+	r := &tv.Row
+	f := listing.File{Path: tv.File, Row: r}
+	s := TaskSummary{Name: name, Spool: tv.Spool, File: tv.File, Phase: f.Phase(),
+		Reason: f.Reason(), Done: r.Done, Total: r.Total, ETASeconds: -1, DependsOn: tv.DependsOn, Profile: r.Profile, seq: r.Seq}
+	if v1alpha1.IsTerminal(r.Phase) {
+		return s
+	}
+	e, ok := learned[r.Profile]
+	if !ok {
+		est := v.src.Estimate(r.Profile)
+		e = &est
+		learned[r.Profile] = e
+	}
+	if d, ok := reconcile.TaskETA(r, e, now); ok {
+		s.ETASeconds = int64(d.Round(time.Second) / time.Second)
+	}
+	return s
 }
 
 // TasksAnswer is /api/tasks' answer.
@@ -372,8 +380,10 @@ type TaskAnswer struct {
 func (v *View) task(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var found *TaskSummary
-	for _, s := range v.summaries() {
-		if s.Name == name {
+	views, namer := v.src.Tasks(), taskNamer(v.src.SpoolDirs())
+	for i := range views {
+		if namer(views[i].Spool, views[i].Row.Name) == name {
+			s := v.summaryOf(&views[i], name, map[string]*reconcile.ProfileEstimate{}, v.now())
 			found = &s
 			break
 		}

@@ -364,3 +364,35 @@ func TestTasksLimitKeepsTheTasksNotEnded(t *testing.T) {
 		}
 	}
 }
+
+// With two spools, a task of each is named spool/name everywhere, and its
+// page finds it, with the batches the history keeps of its name.
+func TestTwoSpoolsNameTasksBySpool(t *testing.T) {
+	h := &fakeHost{spools: []string{"/srv/a", "/srv/b"}}
+	h.tasks = []reconcile.TaskView{
+		{Spool: "/srv/a", File: "x.yaml", Row: listing.Row{Name: "x", Phase: v1alpha1.PhaseDone}},
+		{Spool: "/srv/b", File: "x.yaml", Row: listing.Row{Name: "x", Phase: v1alpha1.PhaseRunning}},
+	}
+	h.held = []reconcile.HeldContract{{Spool: "/srv/b", Task: "x", Contract: governor.Contract{MemoryBytes: gib}}}
+	h.running = []reconcile.RunningBatch{{Spool: "/srv/b", Task: "x", Index: 1, Attempt: 1, Size: 2}}
+	h.finished = []reconcile.BatchRow{{Task: "x", Batch: 0, Attempt: 1, Items: 2}}
+	v := newTestView(h)
+	v.rec.Sample(time.Unix(1, 0))
+	if p := v.rec.Since(0); len(p) != 1 || len(p[0].Tasks) != 1 || p[0].Tasks[0].Task != "b/x" {
+		t.Fatalf("series %+v: want b/x", p)
+	}
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/tasks/b/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a TaskAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Task.Name != "b/x" || a.Task.Phase != "Running" || len(a.Batches) != 2 || a.Batches[1].Outcome != OutcomeRunning {
+		t.Errorf("b/x's page: %+v", a)
+	}
+}
