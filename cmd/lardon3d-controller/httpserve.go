@@ -39,8 +39,9 @@ func viewListenAddr(addr string) string {
 // serveHTTP starts the HTTP servers run's flags ask for: the metrics (with
 // the web view beside them unless it has its own address) and the web
 // view, whose recorder then samples src and keeps its series in
-// stateDir. stop closes them and saves the series.
-func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, stateDir string, log zerolog.Logger) (stop func(), err error) {
+// machineDir (the learned history's directory). stop closes them and
+// saves the series.
+func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, machineDir string, log zerolog.Logger) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -69,7 +70,7 @@ func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, stateDir s
 	}
 	var view http.Handler
 	if o.metricsAddr != "" || o.viewAddr != "" {
-		rec := webview.NewRecorder(src, filepath.Join(stateDir, webview.SeriesFile), o.viewInterval, log)
+		rec := webview.NewRecorder(src, filepath.Join(machineDir, webview.SeriesFile), o.viewInterval, log)
 		rec.Load(time.Now())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -457,7 +457,9 @@ serves other users' spools and runs each task as the spool's owner.
 			BatchPolicy:         batchPolicy,
 		}
 		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
-		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval}, m, host, placed[0].stateDir, log)
+		// The series are the machine's, every spool's tasks: kept beside the
+		// learned history, not in one spool's state directory.
+		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval}, m, host, filepath.Dir(historyPath), log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

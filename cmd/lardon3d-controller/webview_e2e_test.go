@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/webview"
 	"github.com/lardon3d/lardon3d-controller/pkg/webview/browsertest"
 )
 
@@ -279,4 +281,63 @@ func getJSON(t *testing.T, url string, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
+}
+
+// The machine's series outlive the controller: saved beside the learned
+// history when it stops (SIGTERM), served again by the next one, which
+// goes on adding to them.
+func TestWebViewSeriesSurviveARestart(t *testing.T) {
+	spool := newSpool(t)
+	writeManifest(t, spool, "a.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: a}\nspec:\n  command: [sleep, '2']\n  items: {count: 1}\n")
+	args := []string{"--http-addr", "127.0.0.1:0", "--view-interval", "100ms"}
+	c := startController(t, spool, args...)
+	base := "http://" + viewAddr(t, c)
+	var before webview.MachineAnswer
+	eventually(t, time.Minute, "a's reservation in the series", func() bool {
+		getJSON(t, base+"/api/machine", &before)
+		for _, p := range before.Points {
+			if len(p.Tasks) > 0 && p.Tasks[0].Task == "a" {
+				return true
+			}
+		}
+		return false
+	})
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	c.wait(t, 30*time.Second)
+	series := filepath.Join(filepath.Dir(testHistoryPath(spool)), webview.SeriesFile)
+	if _, err := os.Stat(series); err != nil {
+		t.Fatalf("no series beside the learned history: %v", err)
+	}
+	last := before.Points[len(before.Points)-1].T
+	c = startController(t, spool, args...)
+	base = "http://" + viewAddr(t, c)
+	var after webview.MachineAnswer
+	getJSON(t, base+"/api/machine", &after)
+	kept, held := 0, false
+	for _, p := range after.Points {
+		if p.T <= last {
+			kept++
+			held = held || len(p.Tasks) > 0 && p.Tasks[0].Task == "a"
+		}
+	}
+	if kept < len(before.Points) || !held {
+		t.Errorf("after a restart the view serves %d of the %d points served before (a's reservation among them: %v)", kept, len(before.Points), held)
+	}
+}
+
+// viewAddr is the address a controller started with --http-addr
+// 127.0.0.1:0 logged for its web view.
+func viewAddr(t *testing.T, c *controller) string {
+	t.Helper()
+	var addr string
+	eventually(t, 10*time.Second, "the web view's address in the log", func() bool {
+		for _, line := range strings.Split(c.stderr.String(), "\n") {
+			if strings.Contains(line, `"serving web view"`) {
+				_, rest, _ := strings.Cut(line, `"addr":"`)
+				addr, _, _ = strings.Cut(rest, `"`)
+			}
+		}
+		return addr != ""
+	})
+	return addr
 }

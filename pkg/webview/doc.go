@@ -9,9 +9,10 @@
 //     window (DefaultWindow): each budget's capacity, margin and
 //     reservations, the measured memory of the running batches, and, per
 //     task, its contract and its measure. Bounded in memory (window ÷
-//     interval points) and saved in the state directory (SeriesFile,
-//     replaced whole, at most every DefaultSaveEvery and when the
-//     controller stops), so that a restart keeps the last hours. With
+//     interval points) and saved in the machine's state directory, beside
+//     the learned history (SeriesFile, replaced whole, at most every
+//     DefaultSaveEvery and when the controller stops), so that a restart
+//     keeps the last hours. With
 //     nobody looking, the recorder is the view's only cost.
 //   - View: the HTTP handler. Everything it serves is in the binary
 //     (assets/): no CDN to reach, behind a firewall either. The time

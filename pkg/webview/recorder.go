@@ -18,8 +18,9 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
-// SeriesFile is the recorder's file in the state directory: the last
-// hours of the machine's series, for a restarted controller.
+// SeriesFile is the recorder's file in the machine's state directory
+// (beside the learned history): the last hours of the machine's series,
+// for a restarted controller.
 const SeriesFile = "view-series.json"
 
 // Defaults of a Recorder.
@@ -284,20 +285,27 @@ func (r *Recorder) Run(ctx context.Context) {
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	saved := time.Now()
+	failed := "" // the last save's error, logged once
+	save := func() {
+		err := r.Save()
+		switch {
+		case err != nil && err.Error() != failed:
+			r.log.Warn().Err(err).Msg("web view series not saved; the view goes on, a restart starts a new series")
+			failed = err.Error()
+		case err == nil:
+			failed = ""
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			if err := r.Save(); err != nil {
-				r.log.Warn().Err(err).Msg("web view series not saved")
-			}
+			save()
 			return
 		case now := <-tick.C:
 			r.Sample(now)
 			if now.Sub(saved) >= r.saveEvery {
 				saved = now
-				if err := r.Save(); err != nil {
-					r.log.Warn().Err(err).Msg("web view series not saved")
-				}
+				save()
 			}
 		}
 	}
