@@ -199,6 +199,19 @@ func applyValidateTag(s map[string]any, tag string) {
 	}
 }
 
+// withoutMarkers is a doc comment without its kubebuilder marker lines
+// (+kubebuilder:...: the CRD's rules, not words for people).
+func withoutMarkers(doc string) string {
+	lines := strings.Split(doc, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "+") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
+}
+
 // fieldDocs maps type name → field name → the field's doc comment.
 func fieldDocs(src string) (map[string]map[string]string, error) {
 	f, err := parser.ParseFile(token.NewFileSet(), "types.go", src, parser.ParseComments)
@@ -220,7 +233,7 @@ func fieldDocs(src string) (map[string]map[string]string, error) {
 			if fld.Doc == nil {
 				continue
 			}
-			doc := strings.Join(strings.Fields(fld.Doc.Text()), " ")
+			doc := strings.Join(strings.Fields(withoutMarkers(fld.Doc.Text())), " ")
 			for _, name := range fld.Names {
 				m[name.Name] = doc
 			}

@@ -41,6 +41,7 @@ type ObjectMeta struct {
 
 // TaskClass names the kind of photogrammetry step; it keys the governor's
 // per-class batch history.
+// +kubebuilder:validation:Enum=import;thumbnails;exif;features;matching;sfm;depthmaps;mesh;texture;custom
 type TaskClass string
 
 // The task classes of SPEC.md.
@@ -58,10 +59,23 @@ const (
 )
 
 // TaskSpec is the user's request.
+//
+// The kubebuilder markers give the CRD (deploy/crd) the rules Validate
+// applies, so that the API server refuses what a node would reject;
+// TestCRDRefusesWhatValidateRefuses holds the two to the same cases.
+// Not in the CRD: items.glob's syntax, batch.max against a glob's
+// count (known once resolved), strict without memory costs.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.items.count) || !has(self.resources) || !has(self.resources.batch) || !has(self.resources.batch.max) || self.resources.batch.max <= self.items.count",message="resources.batch.max must be <= the item count",fieldPath=".resources.batch.max"
+// +kubebuilder:validation:XValidation:rule="!has(self.items.count) || !has(self.resources) || !has(self.resources.batch) || !has(self.resources.batch.min) || self.resources.batch.min <= self.items.count",message="resources.batch.min must be <= the item count",fieldPath=".resources.batch.min"
+// +kubebuilder:validation:XValidation:rule="!has(self.items.files) || !has(self.resources) || !has(self.resources.batch) || !has(self.resources.batch.max) || self.resources.batch.max <= size(self.items.files)",message="resources.batch.max must be <= the item count",fieldPath=".resources.batch.max"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.batch) || !has(self.resources.batch.max) || self.resources.batch.max != 0 || has(self.items.glob)",message="resources.batch.max must be >= batch.min (0 stands for the count of a glob only)",fieldPath=".resources.batch.max"
 type TaskSpec struct {
 	// Class is one of import|thumbnails|exif|features|matching|sfm|depthmaps|mesh|texture|custom (default custom).
 	Class TaskClass `json:"class,omitempty" validate:"omitempty,oneof=import thumbnails exif features matching sfm depthmaps mesh texture custom"`
 	// Command is run once per batch, without a shell; $(VAR) expands like Kubernetes.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:XValidation:rule="size(self[0]) > 0",message="must name the program to run"
 	Command []string `json:"command"`
 	// WorkingDir is where the command runs and where items.glob is resolved;
 	// relative paths are relative to the spool directory.
@@ -71,10 +85,14 @@ type TaskSpec struct {
 	// Items lists the work, as exactly one of count, files or glob.
 	Items Items `json:"items"`
 	// DependsOn names tasks that must be Done before this one is admitted.
+	// +kubebuilder:validation:items:MaxLength=251
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	DependsOn []string `json:"dependsOn,omitempty" validate:"dive,dnsname"`
 	// Resources is the resource estimate handed to the governor.
 	Resources Resources `json:"resources,omitzero"`
 	// Retries is how many times a failed batch is retried, with exponential backoff.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
 	Retries int32 `json:"retries,omitempty" validate:"min=0,max=100"`
 	// BatchTimeout kills a batch that runs longer (0: no limit).
 	BatchTimeout *metav1.Duration `json:"batchTimeout,omitempty"`
@@ -89,22 +107,31 @@ type TaskSpec struct {
 // EnvVar is one environment variable for the command.
 type EnvVar struct {
 	// Name of the variable.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
 	Name string `json:"name" validate:"required,envname"`
 	// Value of the variable; $(VAR) references expand.
 	Value string `json:"value,omitempty"`
 }
 
 // Items is exactly one of Count, Files or Glob.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.count), has(self.files), has(self.glob) && size(self.glob) > 0].filter(x, x).size() == 1",message="must set exactly one of count, files, glob"
 type Items struct {
 	// Count is a number of anonymous items, indexed from 0.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
 	Count *int64 `json:"count,omitempty" validate:"omitnil,min=1,max=10000000"`
 	// Files lists item paths, relative to workingDir or absolute.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:items:MinLength=1
 	Files []string `json:"files,omitempty" validate:"dive,required"`
 	// Glob is a pattern relative to workingDir, resolved once and sorted; ** matches any depth, {jpg,JPG} alternatives.
 	Glob string `json:"glob,omitempty" validate:"omitempty,globpattern"`
 }
 
 // Resources is the estimate of SPEC.md (Lardon3DResourceEstimate).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minThreads) || !has(self.threads) || self.minThreads <= self.threads",message="minThreads must be <= threads",fieldPath=".minThreads"
 type Resources struct {
 	// Fixed is paid once per batch.
 	Fixed Cost `json:"fixed,omitzero"`
@@ -115,14 +142,22 @@ type Resources struct {
 	// Batch bounds the batch size.
 	Batch BatchBounds `json:"batch,omitzero"`
 	// Threads is the number of threads wished; the contract may grant fewer.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
 	Threads int32 `json:"threads,omitempty" validate:"min=1,max=4096"`
 	// MinThreads is the fewest threads the command can run with.
+	// +kubebuilder:validation:Minimum=1
 	MinThreads int32 `json:"minThreads,omitempty" validate:"min=1"`
 	// IOSlots is the number of heavy-IO slots a batch holds.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1024
 	IOSlots int32 `json:"ioSlots,omitempty" validate:"min=0,max=1024"`
 	// GPUSlots is the number of GPU slots a batch holds.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1024
 	GPUSlots int32 `json:"gpuSlots,omitempty" validate:"min=0,max=1024"`
 	// Scratch is the scratch disk lease a batch needs.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !self.startsWith('-')",message="must be >= 0"
 	Scratch *resource.Quantity `json:"scratch,omitempty"`
 	// Estimate is how the memory costs are chosen: declared (the default
 	// when any memory cost is stated: the costs are the contract, raised
@@ -134,10 +169,13 @@ type Resources struct {
 	// (default: the class and the program, e.g. features/colmap; for a
 	// shell or an interpreter, the script file it runs or the first
 	// program of its inline script, e.g. custom/train.py).
+	// +kubebuilder:validation:MaxLength=251
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Profile string `json:"profile,omitempty" validate:"omitempty,dnsname"`
 }
 
 // EstimateMode says how a task's memory costs are chosen.
+// +kubebuilder:validation:Enum=declared;learned;strict
 type EstimateMode string
 
 // The estimate modes.
@@ -171,17 +209,23 @@ func (r Resources) EffectiveEstimate() EstimateMode {
 // Cost is an amount of memory and GPU memory.
 type Cost struct {
 	// Memory is RAM.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !self.startsWith('-')",message="must be >= 0"
 	Memory *resource.Quantity `json:"memory,omitempty"`
 	// GPUMemory is GPU memory (VRAM, or RAM on unified-memory GPUs).
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !self.startsWith('-')",message="must be >= 0"
 	GPUMemory *resource.Quantity `json:"gpuMemory,omitempty"`
 }
 
 // BatchBounds bounds the number of items in one batch.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.max) || self.max == 0 || self.max >= (has(self.min) ? self.min : 1)",message="max must be >= min",fieldPath=".max"
 type BatchBounds struct {
 	// Min is the smallest useful batch (default 1).
+	// +kubebuilder:validation:Minimum=1
 	Min int64 `json:"min,omitempty" validate:"min=1"`
 	// Max is the largest batch wished (default: the item count; with items.glob,
 	// 0 stands for the count once resolved, see BatchBounds.EffectiveMax).
+	// +kubebuilder:validation:Minimum=0
 	Max int64 `json:"max,omitempty" validate:"min=0"`
 }
 
