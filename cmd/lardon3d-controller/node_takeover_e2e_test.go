@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
 )
@@ -250,6 +252,55 @@ func TestNodeRestartTakesOverItsOwnClaims(t *testing.T) {
 	// just before may land later) and what had ended.
 	if resumedAt < done || resumedAt > int64(len(ended)) {
 		t.Errorf("the restarted agent's first batch starts at item %d, want from the committed progress, between %d and %d", resumedAt, done, len(ended))
+	}
+	f.assertLogsClean()
+}
+
+// TestNodeRetryAfterRestart: a Task that ended under an agent process
+// that is gone is run again when its spec.retryToken changes: the
+// restarted agent takes the reopened Task over (claim 2) and runs every
+// item again (a Done task retried runs from its first item, as in the
+// spool); before the change, a finished Task held by a former process was
+// never looked at again.
+func TestNodeRetryAfterRestart(t *testing.T) {
+	f := newFarm(t)
+	a := f.start("node-a", "--memory-capacity", "64Mi")
+	f.createTask("again", 2, 2, "--cpu-per-item 1ms", "")
+	f.waitFor("again Done", time.Minute, allDone)
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	before := len(f.runs())
+	f.start("node-a", "--memory-capacity", "64Mi")
+	var task kubeapi.Task
+	if err := f.env.Client.Get(f.ctx, ctrlclient.ObjectKey{Namespace: nodeNS, Name: "again"}, &task); err != nil {
+		t.Fatal(err)
+	}
+	ended := task.Status.SpecHash
+	// The restarted agent leaves the finished task alone until it is retried.
+	time.Sleep(3 * time.Second)
+	if n := len(f.runs()); n != before {
+		t.Fatalf("a finished task ran again before any retry: %d runs, %d before", n, before)
+	}
+	task.Spec.RetryToken = "retry-1"
+	if err := f.env.Client.Update(f.ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	ts := f.waitFor("again Done again, under the new spec", time.Minute, func(ts []kubeapi.Task) bool {
+		return allDone(ts) && ts[0].Status.SpecHash != ended
+	})
+	if cl := ts[0].Status.Claim; cl == nil || cl.Node != "node-a" || cl.Seq != 2 {
+		t.Errorf("claim %+v, want node-a's claim 2", cl)
+	}
+	items := int64(0)
+	for _, r := range f.runs()[before:] {
+		if r.task == "again" || strings.HasSuffix(r.task, "again") {
+			items++
+		}
+	}
+	if items == 0 {
+		t.Errorf("no batch ran after the retry (runs %+v)", f.runs())
 	}
 	f.assertLogsClean()
 }

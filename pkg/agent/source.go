@@ -347,7 +347,11 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 		s.mu.Lock()
 		_, mine := s.mu.held[path]
 		s.mu.Unlock()
-		if mine || t.Spec.Paused || v1alpha1.IsTerminal(t.Status.Phase) {
+		ended := v1alpha1.IsTerminal(t.Status.Phase)
+		reopened := ended && s.reopened(t)
+		if mine || t.Spec.Paused || ended && !reopened {
+			// Held by this process (it takes an edit itself), paused, or
+			// ended with the spec it has.
 			continue
 		}
 		takeOver := false
@@ -361,7 +365,9 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			// self, whose batches died with it.
 			takeOver = true
 		default:
-			if !kube.TakeOverable(t, leaseOf[cl.Node], now) {
+			// Not ended (TakeOverable), or ended and reopened: either
+			// way, taken only from a holder that is gone.
+			if !kube.HolderGone(t, leaseOf[cl.Node], now) {
 				continue
 			}
 			// The cache may be behind the server (a Lease created or
@@ -373,7 +379,7 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 				s.log.Warn().Str("task", path).Str("holder", cl.Node).Err(err).Msg("holder's Lease not readable; no takeover")
 				continue
 			}
-			if !kube.TakeOverable(t, live, time.Now()) {
+			if !kube.HolderGone(t, live, time.Now()) {
 				continue
 			}
 			holder, takeOver = live, true
@@ -414,6 +420,15 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 	return nil
 }
 
+// reopened reports whether t, which ended, asks to run again: the hash of
+// its spec as this node runs it (defaulted, its dependencies resolved
+// apart: what the reconciler hashes) is not the one its status ended with
+// (a new spec.retryToken, an edit).
+func (s *Source) reopened(t *kubeapi.Task) bool {
+	core, _ := s.core(t, &t.Status.TaskStatus)
+	return core != nil && t.Status.SpecHash != "" && v1alpha1.SpecHash(core.Spec) != t.Status.SpecHash
+}
+
 // liveLease reads node's Lease from the API server, past the cache (nil
 // when there is none).
 func (s *Source) liveLease(ctx context.Context, node string) (*coordinationv1.Lease, error) {
@@ -435,9 +450,12 @@ func (s *Source) claim(ctx context.Context, t *kubeapi.Task, takeOver bool, hold
 	before := t.Status.TaskStatus.DeepCopy()
 	var out kube.ClaimOutcome
 	var err error
-	if takeOver {
+	switch {
+	case takeOver && v1alpha1.IsTerminal(t.Status.Phase):
+		out, err = s.claimer.Reopen(ctx, obj, holder, contract)
+	case takeOver:
 		out, err = s.claimer.TakeOver(ctx, obj, holder, contract)
-	} else {
+	default:
 		out, err = s.claimer.Claim(ctx, obj, contract)
 	}
 	path := Path(t.Namespace, t.Name)

@@ -87,17 +87,36 @@ func (c *Claimer) Claim(ctx context.Context, task *kubeapi.Task, contract v1alph
 }
 
 // TakeOverable reports whether a claimed task, as read, may be taken over at
-// now: it is not terminal and its holder's Lease (holder, nil when there is
-// none) is expired or held by someone else. A restarted agent takes over its
-// own former claims the same way: the batches it ran are gone with it.
+// now: it has not ended and its holder is gone (HolderGone). A restarted
+// agent takes over its own former claims the same way: the batches it ran
+// are gone with it.
 func TakeOverable(t *kubeapi.Task, holder *coordinationv1.Lease, now time.Time) bool {
-	if t.Status.Claim == nil || v1alpha1.IsTerminal(t.Status.Phase) {
+	return t.Status.Claim != nil && !v1alpha1.IsTerminal(t.Status.Phase) && HolderGone(t, holder, now)
+}
+
+// HolderGone reports whether the holder of t's claim is gone at now: its
+// Lease (holder, nil when there is none) is expired or held by someone
+// else.
+func HolderGone(t *kubeapi.Task, holder *coordinationv1.Lease, now time.Time) bool {
+	if t.Status.Claim == nil {
 		return false
 	}
 	if holder == nil || holder.Spec.HolderIdentity == nil || *holder.Spec.HolderIdentity != t.Status.Claim.Node {
 		return true
 	}
 	return Expired(holder, now)
+}
+
+// Reopen claims a task that ended (Done, Failed or Rejected) and asks to
+// run again (the caller found its spec is not the one its status ended
+// with: a new spec.retryToken, an edit), whose holder is gone
+// (HolderGone): a holder still running takes the change itself. Same
+// conditional update and Seq+1 as TakeOver.
+func (c *Claimer) Reopen(ctx context.Context, task *kubeapi.Task, holder *coordinationv1.Lease, contract v1alpha1.Contract) (ClaimOutcome, error) {
+	if !v1alpha1.IsTerminal(task.Status.Phase) || !HolderGone(task, holder, c.now()) {
+		return NotClaimable, nil
+	}
+	return c.claim(ctx, task, contract)
 }
 
 // TakeOver claims a task whose holder is gone (TakeOverable), with the same

@@ -60,6 +60,24 @@ func TestWhoMayClaimWhat(t *testing.T) {
 			t.Errorf("%s: TakeOverable %v, want %v", tc.name, got, tc.takeov)
 		}
 	}
+	// Whoever holds a task that ended is gone: Reopen (a retried task)
+	// claims it again, the holder alive takes the change itself.
+	for _, tc := range []struct {
+		name  string
+		task  *kubeapi.Task
+		lease *coordinationv1.Lease
+		gone  bool
+	}{
+		{"done, holder's lease expired", taskIn(v1alpha1.PhaseDone, "a"), dead, true},
+		{"failed, holder has no lease", taskIn(v1alpha1.PhaseFailed, "a"), nil, true},
+		{"done, holder alive", taskIn(v1alpha1.PhaseDone, "a"), alive, false},
+		{"rejected, lease held by another identity", taskIn(v1alpha1.PhaseRejected, "a"), lease("b", now, 10), true},
+		{"never claimed", taskIn(v1alpha1.PhaseDone, ""), nil, false},
+	} {
+		if got := kube.HolderGone(tc.task, tc.lease, now); got != tc.gone {
+			t.Errorf("%s: HolderGone %v, want %v", tc.name, got, tc.gone)
+		}
+	}
 	if !kube.Expired(&coordinationv1.Lease{}, now) {
 		t.Error("a lease never renewed is alive")
 	}

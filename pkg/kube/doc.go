@@ -6,6 +6,8 @@
 // claiming the same task exactly one succeeds and the others get a
 // conflict, LostRace), the takeover of a task whose holder's Lease expired
 // (Claimer.TakeOver: the same update with the claim's Seq+1, progress kept),
+// the claim of a task that ended and was retried or edited while its holder
+// is gone (Claimer.Reopen, the same update; HolderGone says who is gone),
 // the fence (Claimer.Commit: a status write under a claim; once the task is
 // held under another claim it returns ErrFenced and writes nothing) and the
 // node's heartbeat (Heartbeat: a coordination.k8s.io Lease per node, which
