@@ -3,13 +3,16 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/agent"
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
 )
@@ -261,7 +264,7 @@ func TestNodeRestartTakesOverItsOwnClaims(t *testing.T) {
 // restarted agent takes the reopened Task over (claim 2) and runs every
 // item again (a Done task retried runs from its first item, as in the
 // spool); before the change, a finished Task held by a former process was
-// never looked at again.
+// never looked at again. Each step is an Event on the Task.
 func TestNodeRetryAfterRestart(t *testing.T) {
 	f := newFarm(t)
 	a := f.start("node-a", "--memory-capacity", "64Mi")
@@ -301,6 +304,34 @@ func TestNodeRetryAfterRestart(t *testing.T) {
 	}
 	if items == 0 {
 		t.Errorf("no batch ran after the retry (runs %+v)", f.runs())
+	}
+	// What kubectl describe task shows: the Events on the Task, recorded
+	// by each agent process (the first one's sent before it stopped).
+	want := []string{agent.EventClaimed, agent.EventAdmitted, agent.EventCompleted, agent.EventReopened}
+	var reasons []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var evs corev1.EventList
+		if err := f.env.Client.List(f.ctx, &evs, ctrlclient.InNamespace(nodeNS)); err != nil {
+			t.Fatal(err)
+		}
+		reasons = reasons[:0]
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Kind == "Task" && e.InvolvedObject.Name == "again" && e.Source.Component == agent.EventComponent {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		missing := false
+		for _, r := range want {
+			missing = missing || !slices.Contains(reasons, r)
+		}
+		if !missing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Events on the task: %v, want each of %v", reasons, want)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	f.assertLogsClean()
 }

@@ -43,11 +43,23 @@
 // the condition Admitted=False, reason NoNodeFits, with every live node's
 // grantable memory, written unclaimed (conditional; a conflict is ignored).
 //
+// A Task that ended (Done, Failed, Rejected) and whose spec changed since
+// (a new spec.retryToken, an edit) is claimed again (kube.Claimer.Reopen)
+// once the process that held it is gone; a holder still running takes the
+// change itself.
+//
 // Each agent heartbeats its Lease (kube.Heartbeat) with its capacity in
 // the annotations AnnotationMemory and AnnotationCPUs.
 //
+// Events (events.go): each claim, takeover, reopening and fence, and what
+// each status write tells (an admission with its contract, a batch killed
+// for memory and how it is retried, the end: completed, failed, rejected,
+// or a pause), is an Event on the Task, through client-go's recorder
+// (kubectl describe task shows them), sent by Run.
+//
 // Locking. Source.mu guards the held and pending tables only; it is never
-// held across a call to the API server or the governor. Run is the only
+// held across a call to the API server or the governor (the recorder only
+// queues). Run is the only
 // goroutine that claims; WriteStatus runs on the reconciler's goroutine.
 //
 // It never runs a batch, never writes a Task's spec, and never decides

@@ -12,12 +12,16 @@ import (
 
 	"github.com/rs/zerolog"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -76,6 +80,10 @@ type Config struct {
 	Resync time.Duration
 	// Logger reports claims, takeovers and fences.
 	Logger zerolog.Logger
+	// Events records Events on the Tasks (claims, takeovers, admissions,
+	// memory kills, ends: kubectl describe shows them); built from Rest
+	// when nil, sent by Run.
+	Events record.EventRecorder
 }
 
 // Source is the Kubernetes task source; it implements reconcile.Spool.
@@ -87,8 +95,13 @@ type Source struct {
 	log     zerolog.Logger
 
 	events chan spool.Event
-	notify chan struct{} // buffered(1): pending grew
-	kick   chan struct{} // buffered(1): a watch event or a write
+	// recorder records Events on Tasks; broadcaster, when the source
+	// built it, sends them to sink while Run runs.
+	recorder    record.EventRecorder
+	broadcaster record.EventBroadcaster
+	sink        record.EventSink
+	notify      chan struct{} // buffered(1): pending grew
+	kick        chan struct{} // buffered(1): a watch event or a write
 
 	mu struct {
 		sync.Mutex
@@ -145,7 +158,25 @@ func New(cfg Config) (*Source, error) {
 	}
 	s.beat = &kube.Heartbeat{Client: c, Namespace: cfg.LeaseNamespace, Node: cfg.Node, Duration: cfg.LeaseDuration, Annotations: s.capacity}
 	s.mu.held = make(map[string]*held)
+	s.recorder = cfg.Events
+	if s.recorder == nil {
+		cs, err := kubernetes.NewForConfig(cfg.Rest)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		s.broadcaster = record.NewBroadcaster()
+		s.sink = &typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}
+		s.recorder = s.broadcaster.NewRecorder(cfg.Scheme, corev1.EventSource{Component: EventComponent, Host: cfg.Node})
+	}
 	return s, nil
+}
+
+// EventComponent is the source of the Events an agent records.
+const EventComponent = "lardon3d-node-agent"
+
+// record records the Event e on the task obj.
+func (s *Source) record(obj *kubeapi.Task, e taskEvent) {
+	s.recorder.Event(obj, e.kind, e.reason, e.message)
 }
 
 // capacity is what the Lease publishes of this node's governor.
@@ -178,6 +209,12 @@ func (s *Source) push(ev spool.Event) {
 // run, until ctx ends.
 func (s *Source) Run(ctx context.Context) error {
 	defer close(s.events)
+	if s.broadcaster != nil {
+		w := s.broadcaster.StartRecordingToSink(s.sink)
+		// Shutdown sends what is queued, then stops.
+		defer s.broadcaster.Shutdown()
+		defer w.Stop()
+	}
 	if err := s.beat.Beat(ctx); err != nil {
 		return fmt.Errorf("first heartbeat: %w", err)
 	}
@@ -476,6 +513,14 @@ func (s *Source) claim(ctx context.Context, t *kubeapi.Task, takeOver bool, hold
 		}
 	}
 	s.log.Info().Str("task", path).Int64("seq", seq).Int64("itemsDone", before.Progress.ItemsDone).Msg(msg)
+	switch {
+	case takeOver && v1alpha1.IsTerminal(t.Status.Phase):
+		s.record(obj, taskEvent{corev1.EventTypeNormal, EventReopened, fmt.Sprintf("claimed again by node %s (claim %d): its spec changed after it ended %s", s.cfg.Node, seq, t.Status.Phase)})
+	case takeOver:
+		s.record(obj, taskEvent{corev1.EventTypeWarning, EventTakenOver, fmt.Sprintf("%s by node %s (claim %d), resuming from %d items committed", msg, s.cfg.Node, seq, before.Progress.ItemsDone)})
+	default:
+		s.record(obj, taskEvent{corev1.EventTypeNormal, EventClaimed, fmt.Sprintf("claimed by node %s (claim %d)", s.cfg.Node, seq)})
+	}
 	// The reconciler is handed the status as it was before the claim: it
 	// resumes from the committed progress and writes its own phases.
 	before.Reservation, before.ProcessGroup = nil, nil
@@ -569,6 +614,7 @@ func (s *Source) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
 	if v1alpha1.SameStatus(&obj.Status.TaskStatus, status) {
 		return nil // what the server holds already (a re-apply at shutdown)
 	}
+	prev := obj.Status.TaskStatus.DeepCopy()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.claimer.Commit(ctx, obj, seq, func(st *v1alpha1.TaskStatus) { *st = *status.DeepCopy() })
@@ -582,6 +628,9 @@ func (s *Source) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
 			h.obj, h.phase = obj, status.Phase
 		}
 		signal(s.kick) // an admission may free the next claim
+		for _, e := range statusEvents(prev, status) {
+			s.record(obj, e)
+		}
 	}
 	return err
 }
@@ -595,6 +644,7 @@ func (s *Source) lockedFence(path string, seq int64, why string) {
 	delete(s.mu.held, path)
 	s.push(spool.Event{Type: spool.Deleted, Path: path})
 	s.log.Warn().Str("task", path).Int64("seq", seq).Str("why", why).Msg("fenced: this node lost the task; its batches are killed and its status is never written again under this claim")
+	s.record(h.obj, taskEvent{corev1.EventTypeWarning, EventFenced, fmt.Sprintf("node %s lost claim %d (%s): its batches are killed", s.cfg.Node, seq, why)})
 }
 
 // reportNoFit writes, unclaimed, that no live node can fit t, with every
