@@ -54,19 +54,11 @@ func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, machineDir
 		}
 	}()
 	listen := func(flag, addr, what string, h http.Handler) error {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("%s: %w", flag, err)
+		closeIt, err := serveOn(flag, addr, what, h, log)
+		if err == nil {
+			stops = append(stops, closeIt)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error().Err(err).Msg(what + " server stopped")
-			}
-		}()
-		stops = append(stops, func() { _ = srv.Close() })
-		log.Info().Str("addr", ln.Addr().String()).Msg("serving " + what)
-		return nil
+		return err
 	}
 	var view http.Handler
 	if o.metricsAddr != "" || o.viewAddr != "" {
@@ -98,4 +90,21 @@ func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, machineDir
 		}
 	}
 	return stop, nil
+}
+
+// serveOn serves h on addr (the value of flag) until closeIt is called,
+// logging "serving WHAT" with the address it listens on.
+func serveOn(flag, addr, what string, h http.Handler, log zerolog.Logger) (closeIt func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg(what + " server stopped")
+		}
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving " + what)
+	return func() { _ = srv.Close() }, nil
 }

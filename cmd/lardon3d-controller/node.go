@@ -28,6 +28,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/agent"
 	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
+	"github.com/lardon3d/lardon3d-controller/pkg/metrics"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
@@ -48,6 +49,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 		cgroupMode     string
 		cgroupParent   string
 		provisional    string
+		metricsAddr    string
 		batchPolicy    string
 	)
 	cmd := &cobra.Command{
@@ -77,6 +79,7 @@ ServiceAccount, see deploy/).`,
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path under which the batches' cgroups are created (default: the agent's own cgroup)")
 	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchLargest, "which batch among those that fit: largest or efficient (as for run)")
 	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate reserves (as for run)")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz (the process answers) and /readyz (ready once its Tasks are listed) on this address, e.g. :9464 (the DaemonSet's probes)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := newLogger(g, cmd.ErrOrStderr())
 		if err != nil {
@@ -152,6 +155,14 @@ ServiceAccount, see deploy/).`,
 		if w := bc.capWarning(gov); w != "" {
 			log.Warn().Msg(w)
 		}
+		m := metrics.New(gov)
+		if metricsAddr != "" {
+			stop, err := serveOn("--metrics-addr", metricsAddr, "metrics", m.Handler(false), log)
+			if err != nil {
+				return usage(err)
+			}
+			defer stop()
+		}
 		src, err := agent.New(agent.Config{
 			Rest: cfg, Scheme: scheme, Node: nodeName, Namespace: namespace,
 			LeaseNamespace: leaseNamespace, LeaseDuration: leaseDuration,
@@ -176,7 +187,7 @@ ServiceAccount, see deploy/).`,
 			// Progress is committed in the Task before the next batch
 			// starts: a lost node loses only its batches in flight.
 			CommitBeforeNextBatch: true,
-		}, reconcile.Deps{Spool: src, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Logger: log})
+		}, reconcile.Deps{Spool: src, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer cancel()
 		log.Info().Str("node", nodeName).Str("host", cfg.Host).Msg("node agent starting")

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +190,45 @@ func TestNodePipelineInDependencyOrder(t *testing.T) {
 	if edges == 0 {
 		t.Fatal("the pipeline has no dependsOn: nothing was checked")
 	}
+	f.assertLogsClean()
+}
+
+// TestNodeServesProbes: with --metrics-addr the agent serves what the
+// DaemonSet's probes and Prometheus read: /healthz, /readyz once its
+// Tasks are listed, and /metrics with its governor's budgets and its
+// tasks by phase.
+func TestNodeServesProbes(t *testing.T) {
+	f := newFarm(t)
+	a := f.start("node-a", "--memory-capacity", "64Mi", "--metrics-addr", "127.0.0.1:0")
+	var addr string
+	eventually(t, 30*time.Second, "the agent's metrics address in its log", func() bool {
+		data, _ := os.ReadFile(a.log)
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"serving metrics"`) {
+				_, rest, _ := strings.Cut(line, `"addr":"`)
+				addr, _, _ = strings.Cut(rest, `"`)
+			}
+		}
+		return addr != ""
+	})
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	eventually(t, 30*time.Second, "/readyz ready", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	f.createTask("probed", 2, 2, "--cpu-per-item 1ms", "")
+	f.waitFor("probed Done", time.Minute, allDone)
+	eventually(t, 30*time.Second, "the Done task in /metrics", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `lardon3d_tasks{phase="Done"} 1`) && strings.Contains(body, `lardon3d_budget_capacity{resource="memory"}`)
+	})
 	f.assertLogsClean()
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -256,6 +258,29 @@ func TestDeployManifestsGrantWhatANodeNeeds(t *testing.T) {
 		}
 	}
 	createTasks(t, ctx, env.Client, "work", 1)
+
+	// The agent's probes ask what --metrics-addr serves, on its port.
+	var ds appsv1.DaemonSet
+	if err := env.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: "lardon3d", Name: "lardon3d-node"}, &ds); err != nil {
+		t.Fatal(err)
+	}
+	c := ds.Spec.Template.Spec.Containers[0]
+	port := ""
+	for _, p := range c.Ports {
+		if p.Name == "metrics" {
+			port = fmt.Sprint(p.ContainerPort)
+		}
+	}
+	switch {
+	case port == "" || !slices.Contains(c.Args, "--metrics-addr=:"+port):
+		t.Errorf("the agent's args %v do not serve its metrics port %q", c.Args, port)
+	case c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Port.String() != "metrics":
+		t.Errorf("liveness probe %+v", c.LivenessProbe)
+	case c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.ReadinessProbe.HTTPGet.Port.String() != "metrics":
+		t.Errorf("readiness probe %+v", c.ReadinessProbe)
+	case ds.Spec.Template.Spec.PriorityClassName != "lardon3d-node" || c.Resources.Requests.Memory().IsZero():
+		t.Errorf("priority class %q, requests %v", ds.Spec.Template.Spec.PriorityClassName, c.Resources.Requests)
+	}
 
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:lardon3d:lardon3d-node"}
