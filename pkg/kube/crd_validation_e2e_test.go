@@ -13,10 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/kube/kubetest"
+	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
 )
 
 // TestCRDRefusesWhatValidateRefuses: the API server refuses, with the
@@ -100,6 +102,29 @@ func TestCRDRefusesWhatValidateRefuses(t *testing.T) {
 		if err := create(name, doc); err != nil {
 			t.Errorf("%s: the API server refuses it: %v", name, err)
 		}
+	}
+}
+
+// TestCRDKeysConditionsByType: status.conditions is a map keyed by type
+// (listType=map): a status with two conditions of one type is refused.
+func TestCRDKeysConditionsByType(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	createTasks(t, ctx, env.Client, "keys", 1)
+	var task kubeapi.Task
+	if err := env.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: "keys", Name: "t000"}, &task); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	c := metav1.Condition{Type: v1alpha1.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: now}
+	task.Status.Conditions = []metav1.Condition{c, c}
+	if err := env.Client.Status().Update(ctx, &task); !apierrors.IsInvalid(err) {
+		t.Errorf("two Admitted conditions: %v, want Invalid", err)
+	}
+	task.Status.Conditions = task.Status.Conditions[:1]
+	if err := env.Client.Status().Update(ctx, &task); err != nil {
+		t.Errorf("one Admitted condition: %v", err)
 	}
 }
 

@@ -275,7 +275,9 @@ type TaskStatus struct {
 	TaskName string `json:"taskName,omitempty"`
 	// QueueSeq is the task's FIFO position; it survives controller restarts.
 	QueueSeq int64 `json:"queueSeq,omitempty"`
-	// Conditions say why the task is where it is.
+	// Conditions say why the task is where it is, one of each type.
+	// +listType=map
+	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Reservation is the contract the task currently holds.
 	Reservation *Contract `json:"reservation,omitempty"`
