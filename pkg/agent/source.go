@@ -102,6 +102,10 @@ type Source struct {
 	sink        record.EventSink
 	notify      chan struct{} // buffered(1): pending grew
 	kick        chan struct{} // buffered(1): a watch event or a write
+	// ended remembers, by path, whether each ended task was found
+	// reopened at the resourceVersion read (Run's goroutine only): a pass
+	// over ten thousand finished Tasks parses none that did not change.
+	ended map[string]endedMemo
 
 	mu struct {
 		sync.Mutex
@@ -111,6 +115,12 @@ type Source struct {
 		// first.
 		pending []spool.Event
 	}
+}
+
+// endedMemo is what reopened answered for one version of an ended task.
+type endedMemo struct {
+	resourceVersion string
+	reopened        bool
 }
 
 // held is a task this node holds under one claim.
@@ -158,6 +168,7 @@ func New(cfg Config) (*Source, error) {
 	}
 	s.beat = &kube.Heartbeat{Client: c, Namespace: cfg.LeaseNamespace, Node: cfg.Node, Duration: cfg.LeaseDuration, Annotations: s.capacity}
 	s.mu.held = make(map[string]*held)
+	s.ended = make(map[string]endedMemo)
 	s.recorder = cfg.Events
 	if s.recorder == nil {
 		cs, err := kubernetes.NewForConfig(cfg.Rest)
@@ -366,6 +377,18 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 	for i := range tasks.Items {
 		order = append(order, &tasks.Items[i])
 	}
+	if len(s.ended) > len(order) {
+		// Tasks were deleted: forget what was remembered of them.
+		present := make(map[string]bool, len(order))
+		for _, t := range order {
+			present[Path(t.Namespace, t.Name)] = true
+		}
+		for p := range s.ended {
+			if !present[p] {
+				delete(s.ended, p)
+			}
+		}
+	}
 	sort.Slice(order, func(i, j int) bool {
 		a, b := order[i], order[j]
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
@@ -461,9 +484,16 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 // its spec as this node runs it (defaulted, its dependencies resolved
 // apart: what the reconciler hashes) is not the one its status ended with
 // (a new spec.retryToken, an edit).
+// Answered once per resourceVersion of the task. Run's goroutine only.
 func (s *Source) reopened(t *kubeapi.Task) bool {
+	path := Path(t.Namespace, t.Name)
+	if m, ok := s.ended[path]; ok && m.resourceVersion == t.ResourceVersion && t.ResourceVersion != "" {
+		return m.reopened
+	}
 	core, _ := s.core(t, &t.Status.TaskStatus)
-	return core != nil && t.Status.SpecHash != "" && v1alpha1.SpecHash(core.Spec) != t.Status.SpecHash
+	r := core != nil && t.Status.SpecHash != "" && v1alpha1.SpecHash(core.Spec) != t.Status.SpecHash
+	s.ended[path] = endedMemo{resourceVersion: t.ResourceVersion, reopened: r}
+	return r
 }
 
 // liveLease reads node's Lease from the API server, past the cache (nil
