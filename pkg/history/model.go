@@ -541,7 +541,12 @@ func fitRobust(cols [][]float64, y []float64) ([]float64, []float64) {
 }
 
 // wls solves the weighted least squares by QR; nil when it is singular
-// (fewer weighted rows than unknowns, or collinear columns).
+// (fewer weighted rows than unknowns, a column constant over the rows
+// that weigh, so collinear with the intercept, or collinear columns) or
+// gives a coefficient that is not finite. The bisquare weighs gross
+// outliers 0: the rows left may all share one batch size, where a
+// nearly singular solve would give any slope (1.9e20 bytes per item was
+// seen, TestFitWhenTheWeightedRowsShareOneSize).
 func wls(cols [][]float64, y, w []float64) []float64 {
 	n, k := len(y), len(cols)+1
 	var rows int
@@ -552,6 +557,23 @@ func wls(cols [][]float64, y, w []float64) []float64 {
 	}
 	if rows < k {
 		return nil
+	}
+	for _, c := range cols {
+		first, varied := math.NaN(), false
+		for i, wi := range w {
+			if wi <= 0 {
+				continue
+			}
+			if math.IsNaN(first) {
+				first = c[i]
+			} else if c[i] != first {
+				varied = true
+				break
+			}
+		}
+		if !varied {
+			return nil
+		}
 	}
 	a := mat.NewDense(rows, k, nil)
 	b := mat.NewDense(rows, 1, nil)
@@ -575,6 +597,9 @@ func wls(cols [][]float64, y, w []float64) []float64 {
 	out := make([]float64, k)
 	for j := range out {
 		out[j] = x.At(j, 0)
+		if math.IsNaN(out[j]) || math.IsInf(out[j], 0) {
+			return nil
+		}
 	}
 	return out
 }
