@@ -203,12 +203,7 @@ func TestNodeServesProbes(t *testing.T) {
 	var addr string
 	eventually(t, 30*time.Second, "the agent's metrics address in its log", func() bool {
 		data, _ := os.ReadFile(a.log)
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, `"serving metrics"`) {
-				_, rest, _ := strings.Cut(line, `"addr":"`)
-				addr, _, _ = strings.Cut(rest, `"`)
-			}
-		}
+		addr = loggedAddr(string(data), "serving metrics")
 		return addr != ""
 	})
 	get := func(path string) (int, string) {

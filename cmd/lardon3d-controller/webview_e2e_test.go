@@ -331,13 +331,21 @@ func viewAddr(t *testing.T, c *controller) string {
 	t.Helper()
 	var addr string
 	eventually(t, 10*time.Second, "the web view's address in the log", func() bool {
-		for _, line := range strings.Split(c.stderr.String(), "\n") {
-			if strings.Contains(line, `"serving web view"`) {
-				_, rest, _ := strings.Cut(line, `"addr":"`)
-				addr, _, _ = strings.Cut(rest, `"`)
-			}
-		}
+		addr = loggedAddr(c.stderr.String(), "serving web view")
 		return addr != ""
 	})
+	return addr
+}
+
+// loggedAddr is the address the last JSON log line with this message
+// names ("" when none).
+func loggedAddr(log, message string) string {
+	addr := ""
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"message":"`+message+`"`) {
+			_, rest, _ := strings.Cut(line, `"addr":"`)
+			addr, _, _ = strings.Cut(rest, `"`)
+		}
+	}
 	return addr
 }
