@@ -103,7 +103,8 @@ func (v *View) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // allowedHost reports whether a request's Host names this machine the
 // way a user opens the view: an IP address, localhost, or the machine's
-// host name.
+// host name exactly (not a longer name that starts with it: any domain
+// can name a host of its own so and point it at 127.0.0.1).
 func allowedHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
@@ -114,7 +115,7 @@ func allowedHost(hostport string) bool {
 		return true
 	}
 	name, err := os.Hostname()
-	return err == nil && (strings.EqualFold(host, name) || strings.HasPrefix(strings.ToLower(host), strings.ToLower(name)+"."))
+	return err == nil && strings.EqualFold(host, name)
 }
 
 // writeJSON answers v as JSON.

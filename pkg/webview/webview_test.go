@@ -254,7 +254,7 @@ func TestViewIsReadOnlyAndLocal(t *testing.T) {
 		}
 	}
 	for host, want := range map[string]bool{"127.0.0.1:9465": true, "[::1]:9465": true, "localhost:1": true, "a.localhost": true,
-		"10.1.2.3": true, "evil.com": false, "localhost.evil.com": false} {
+		"10.1.2.3": true, "evil.com": false, "localhost.evil.com": false, hostname(t) + ".evil.com": false, hostname(t): true} {
 		if got := allowedHost(host); got != want {
 			t.Errorf("allowedHost(%q) = %v", host, got)
 		}
@@ -395,4 +395,14 @@ func TestTwoSpoolsNameTasksBySpool(t *testing.T) {
 	if a.Task.Name != "b/x" || a.Task.Phase != "Running" || len(a.Batches) != 2 || a.Batches[1].Outcome != OutcomeRunning {
 		t.Errorf("b/x's page: %+v", a)
 	}
+}
+
+// hostname is the machine's host name.
+func hostname(t *testing.T) string {
+	t.Helper()
+	name, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
