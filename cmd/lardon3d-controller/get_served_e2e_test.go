@@ -58,11 +58,8 @@ func metricsAddr(t *testing.T, c *controller) string {
 	t.Helper()
 	var addr string
 	eventually(t, 10*time.Second, "the metrics address in the log", func() bool {
-		m := regexp.MustCompile(`"addr":"([0-9.:]+)"`).FindStringSubmatch(c.stderr.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
+		addr = loggedAddr(c.stderr.String(), "serving metrics")
+		return addr != ""
 	})
 	return addr
 }

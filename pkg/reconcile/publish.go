@@ -61,11 +61,12 @@ func (c *Controller) publishEstimates() {
 	c.estimatesDirty, c.estimatesLearned = false, learned
 }
 
-// publishFile replaces STATE/name with data, atomically (a dotfile
+// PublishFile replaces STATE/name with data, atomically (a dotfile
 // renamed over it): a reader sees the old version or the new one, never
 // an empty or partial file, and a write that fails (a full disk) leaves
-// the old version and no dotfile behind.
-func publishFile(stateDir, name string, data []byte) error {
+// the old version and no dotfile behind. The web view's series are
+// published so too.
+func PublishFile(stateDir, name string, data []byte) error {
 	tmp := filepath.Join(stateDir, "."+name+".tmp")
 	err := os.WriteFile(tmp, data, 0o640)
 	if err == nil {
@@ -77,11 +78,11 @@ func publishFile(stateDir, name string, data []byte) error {
 	return err
 }
 
-// publishJSON publishes v as JSON in STATE/name (publishFile).
+// publishJSON publishes v as JSON in STATE/name (PublishFile).
 func publishJSON(stateDir, name string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return publishFile(stateDir, name, data)
+	return PublishFile(stateDir, name, data)
 }

@@ -23,10 +23,10 @@ func TestAPublishedFileSurvivesAFullDisk(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	old := []byte(`{"version":1}`)
-	if err := publishFile(dir, writeErrorsFile, old); err != nil {
+	if err := PublishFile(dir, writeErrorsFile, old); err != nil {
 		t.Fatal(err)
 	}
-	if err := publishFile(dir, writeErrorsFile, bytes.Repeat([]byte("x"), 1<<20)); err == nil {
+	if err := PublishFile(dir, writeErrorsFile, bytes.Repeat([]byte("x"), 1<<20)); err == nil {
 		t.Fatal("a megabyte published on a 16 KiB file system")
 	}
 	got, err := os.ReadFile(filepath.Join(dir, writeErrorsFile))

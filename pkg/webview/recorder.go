@@ -257,14 +257,7 @@ func (r *Recorder) Save() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(r.path), "."+filepath.Base(r.path)+".tmp")
-	if err := os.WriteFile(tmp, data, 0o640); err != nil {
-		_ = os.Remove(tmp)
-		r.markDirty()
-		return fmt.Errorf("web view series: %w", err)
-	}
-	if err := os.Rename(tmp, r.path); err != nil {
-		_ = os.Remove(tmp)
+	if err := reconcile.PublishFile(filepath.Dir(r.path), filepath.Base(r.path), data); err != nil {
 		r.markDirty()
 		return fmt.Errorf("web view series: %w", err)
 	}
