@@ -43,6 +43,9 @@ func newNodeCommand(g *globals) *cobra.Command {
 		namespace      string
 		leaseNamespace string
 		leaseDuration  time.Duration
+		renewPeriod    time.Duration
+		renewDeadline  time.Duration
+		takeoverHalt   float64
 		stateDir       string
 		dataDir        string
 		killGrace      time.Duration
@@ -71,7 +74,10 @@ ServiceAccount, see deploy/).`,
 	f.StringVar(&nodeName, "node-name", "", "this node's name in claims and its Lease (default: $NODE_NAME, else the host name)")
 	f.StringVar(&namespace, "namespace", "", "only the Tasks of this namespace (default: every namespace)")
 	f.StringVar(&leaseNamespace, "lease-namespace", "lardon3d", "namespace of the nodes' Leases")
-	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "how long a heartbeat keeps this node alive (renewed every third of it); once expired, other nodes take its tasks over")
+	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "how long a renewal of this node's Lease keeps it alive, counted by each other node from when it saw the renewal; once expired, other nodes take its tasks over")
+	f.DurationVar(&renewPeriod, "lease-renew-period", 0, "time between two renewals of the Lease (default: 2/15 of --lease-duration, 2s of 15s)")
+	f.DurationVar(&renewDeadline, "lease-renew-deadline", 0, "with no successful renewal for this long, this node stops (pauses) its batches until one succeeds, before others may take its tasks over (default: 2/3 of --lease-duration; between the renew period and the lease duration)")
+	f.Float64Var(&takeoverHalt, "takeover-halt-fraction", 0.55, "no takeover while more than this fraction of the nodes' Leases are expired at once (the API server or the network is then the likely fault); 1 never halts")
 	f.StringVar(&stateDir, "state-dir", "", "where this node's logs, items files and history go (required)")
 	f.StringVar(&dataDir, "data-dir", ".", "directory relative spec.items paths are resolved against (the data shared with the other nodes)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled (a fenced task's batches are cancelled at once)")
@@ -98,6 +104,12 @@ ServiceAccount, see deploy/).`,
 		}
 		if leaseDuration < time.Second {
 			return usage(fmt.Errorf("--lease-duration %v: at least 1s", leaseDuration))
+		}
+		if renewPeriod < 0 || renewDeadline < 0 {
+			return usage(errors.New("--lease-renew-period and --lease-renew-deadline may not be negative"))
+		}
+		if takeoverHalt <= 0 || takeoverHalt > 1 {
+			return usage(fmt.Errorf("--takeover-halt-fraction %v: want a fraction above 0, at most 1", takeoverHalt))
 		}
 		if nodeName == "" {
 			nodeName = os.Getenv("NODE_NAME")
@@ -166,6 +178,7 @@ ServiceAccount, see deploy/).`,
 		src, err := agent.New(agent.Config{
 			Rest: cfg, Scheme: scheme, Node: nodeName, Namespace: namespace,
 			LeaseNamespace: leaseNamespace, LeaseDuration: leaseDuration,
+			RenewPeriod: renewPeriod, RenewDeadline: renewDeadline, TakeoverHalt: takeoverHalt,
 			Governor: gov, DataDir: data, Logger: log,
 		})
 		if err != nil {

@@ -48,8 +48,23 @@
 // once the process that held it is gone; a holder still running takes the
 // change itself.
 //
-// Each agent heartbeats its Lease (kube.Heartbeat) with its capacity in
-// the annotations AnnotationMemory and AnnotationCPUs.
+// Each agent heartbeats its Lease (kube.Heartbeat, every RenewPeriod) with
+// its capacity in the annotations AnnotationMemory and AnnotationCPUs.
+// Liveness (fence.go) is client-go leader election's:
+//
+//   - another node's Lease is expired once this agent saw it unchanged for
+//     its duration, on its own clock (kube.Liveness), counted only since its
+//     own renewals last succeeded after a failure;
+//   - with no successful renewal for RenewDeadline (< LeaseDuration), the
+//     agent stops its own batches (self-fencing): every task it holds is
+//     presented to the reconciler paused, which stops the batch and keeps
+//     the reservation. Once a renewal succeeds, each task is read from the
+//     API server: still under this claim, it is presented as it is there;
+//     under another, it is dropped as a fenced task is. While fenced, the
+//     agent claims nothing;
+//   - no task is taken over from another node while more than TakeoverHalt
+//     of the Leases counted (alive, or of a node holding a task not ended)
+//     are expired at once.
 //
 // Events (events.go): each claim, takeover, reopening and fence, and what
 // each status write tells (an admission with its contract, a batch killed
@@ -57,10 +72,11 @@
 // or a pause), is an Event on the Task, through client-go's recorder
 // (kubectl describe task shows them), sent by Run.
 //
-// Locking. Source.mu guards the held and pending tables only; it is never
-// held across a call to the API server or the governor (the recorder only
-// queues). Run is the only
-// goroutine that claims; WriteStatus runs on the reconciler's goroutine.
+// Locking. Source.mu guards the held and pending tables and the renewal
+// and fence state; it is never held across a call to the API server or the
+// governor (the recorder only queues). Run is the only goroutine that
+// claims; WriteStatus runs on the reconciler's goroutine; the heartbeat
+// and the fence's watch run on their own.
 //
 // It never runs a batch, never writes a Task's spec, and never decides
 // admission itself: the governor does, locally, and the reconciler's queue

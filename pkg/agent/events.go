@@ -23,6 +23,7 @@ const (
 	EventRejected       = "Rejected"
 	EventPaused         = "Paused"
 	EventFenced         = "Fenced"
+	EventSelfFenced     = "SelfFenced"
 )
 
 // taskEvent is one Event to record on a Task.

@@ -68,9 +68,26 @@ type Config struct {
 	Namespace string
 	// LeaseNamespace holds every node's Lease.
 	LeaseNamespace string
-	// LeaseDuration is how long a heartbeat keeps the node alive (>= 1 s);
-	// the Lease is renewed every third of it.
+	// LeaseDuration is how long a heartbeat keeps the node alive (>= 1 s),
+	// counted by each other node from when it saw the renewal
+	// (kube.Liveness).
 	LeaseDuration time.Duration
+	// RenewPeriod is the time between two renewals of the Lease (default
+	// 2/15 of LeaseDuration: 2 s of 15 s, as client-go's leader election).
+	RenewPeriod time.Duration
+	// RenewDeadline bounds one renewal; once no renewal succeeded for this
+	// long, the node stops its batches itself (self-fencing: they are
+	// paused, not killed) until one succeeds, so that they are stopped
+	// before another node may take their tasks over (default 2/3 of
+	// LeaseDuration; RenewPeriod < RenewDeadline < LeaseDuration).
+	RenewDeadline time.Duration
+	// TakeoverHalt: no task is taken over from another node while more
+	// than this fraction of the nodes' Leases (this node's included, and
+	// only those of nodes alive or holding a task) are expired at once:
+	// the API server or the network is then the likely fault, not the
+	// nodes (Kubernetes' node lifecycle controller stops evicting so).
+	// Default 0.55; 1 never halts.
+	TakeoverHalt float64
 	// Governor is this node's governor (asked without reserving).
 	Governor *governor.Governor
 	// DataDir resolves relative spec.items paths, as the spool directory
@@ -92,7 +109,11 @@ type Source struct {
 	client  ctrlclient.Client
 	claimer *kube.Claimer
 	beat    *kube.Heartbeat
+	live    *kube.Liveness
 	log     zerolog.Logger
+	// halted says whether the last pass halted takeovers (Run's
+	// goroutine only; logged when it changes).
+	halted bool
 
 	events chan spool.Event
 	// recorder records Events on Tasks; broadcaster, when the source
@@ -114,6 +135,13 @@ type Source struct {
 		// pending are the events not yet handed to the reconciler, oldest
 		// first.
 		pending []spool.Event
+		// renewed is when the last successful renewal of the Lease
+		// started; beatFailed says whether the last one failed.
+		renewed    time.Time
+		beatFailed bool
+		// fencedAt is when this node stopped its batches for want of a
+		// renewal (zero: it did not, or it resumed).
+		fencedAt time.Time
 	}
 }
 
@@ -125,10 +153,13 @@ type endedMemo struct {
 
 // held is a task this node holds under one claim.
 type held struct {
-	obj   *kubeapi.Task // the last version written or claimed
-	seq   int64
-	gen   int64          // the metadata.generation presented
-	phase v1alpha1.Phase // the last phase written
+	obj *kubeapi.Task // the last version written or claimed
+	// presented is the last version presented to the reconciler (its
+	// spec is the one the reconciler has).
+	presented *kubeapi.Task
+	seq       int64
+	gen       int64          // the metadata.generation presented
+	phase     v1alpha1.Phase // the last phase written
 }
 
 var _ reconcile.Spool = (*Source)(nil)
@@ -144,6 +175,18 @@ func New(cfg Config) (*Source, error) {
 	if cfg.LeaseDuration < time.Second {
 		return nil, fmt.Errorf("agent: lease duration %v is under 1 s", cfg.LeaseDuration)
 	}
+	if cfg.RenewPeriod == 0 {
+		cfg.RenewPeriod = cfg.LeaseDuration * 2 / 15
+	}
+	if cfg.RenewDeadline == 0 {
+		cfg.RenewDeadline = cfg.LeaseDuration * 2 / 3
+	}
+	if cfg.TakeoverHalt == 0 {
+		cfg.TakeoverHalt = 0.55
+	}
+	if err := checkLeaseTimes(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Rest.QPS == 0 && cfg.Rest.RateLimiter == nil {
 		// client-go's default (5 requests/s, bursts of 10) would make every
 		// claim and commit after the first few wait 200 ms.
@@ -157,10 +200,12 @@ func New(cfg Config) (*Source, error) {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
+	live := &kube.Liveness{}
 	s := &Source{
 		cfg:     cfg,
 		client:  c,
-		claimer: &kube.Claimer{Client: c, Node: cfg.Node},
+		live:    live,
+		claimer: &kube.Claimer{Client: c, Node: cfg.Node, Liveness: live},
 		log:     cfg.Logger.With().Str("node", cfg.Node).Logger(),
 		events:  make(chan spool.Event, 64),
 		notify:  make(chan struct{}, 1),
@@ -180,6 +225,21 @@ func New(cfg Config) (*Source, error) {
 		s.recorder = s.broadcaster.NewRecorder(cfg.Scheme, corev1.EventSource{Component: EventComponent, Host: cfg.Node})
 	}
 	return s, nil
+}
+
+// checkLeaseTimes refuses lease times with which a node could be taken
+// over before it stopped its batches, or fence itself between two
+// renewals.
+func checkLeaseTimes(cfg Config) error {
+	switch {
+	case cfg.RenewPeriod <= 0 || cfg.RenewDeadline <= cfg.RenewPeriod:
+		return fmt.Errorf("agent: the renew deadline (%v) must be longer than the renew period (%v)", cfg.RenewDeadline, cfg.RenewPeriod)
+	case cfg.RenewDeadline >= cfg.LeaseDuration:
+		return fmt.Errorf("agent: the renew deadline (%v) must be shorter than the lease duration (%v): a node stops its batches before others may take its tasks over", cfg.RenewDeadline, cfg.LeaseDuration)
+	case cfg.TakeoverHalt <= 0 || cfg.TakeoverHalt > 1:
+		return fmt.Errorf("agent: takeover halt fraction %v: want a fraction in (0, 1]", cfg.TakeoverHalt)
+	}
+	return nil
 }
 
 // EventComponent is the source of the Events an agent records.
@@ -226,9 +286,11 @@ func (s *Source) Run(ctx context.Context) error {
 		defer s.broadcaster.Shutdown()
 		defer w.Stop()
 	}
+	start := time.Now()
 	if err := s.beat.Beat(ctx); err != nil {
 		return fmt.Errorf("first heartbeat: %w", err)
 	}
+	s.renewalDone(start, nil)
 	opts := cache.Options{
 		Scheme: s.cfg.Scheme,
 		ByObject: map[ctrlclient.Object]cache.ByObject{
@@ -264,11 +326,8 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		return errors.New("the watch of tasks and leases never synced")
 	}
-	go func() {
-		_ = s.beat.Run(ctx, s.cfg.LeaseDuration/3, func(err error) {
-			s.log.Warn().Err(err).Msg("heartbeat failed; the Lease expires if this lasts")
-		})
-	}()
+	go func() { _ = s.beat.Run(ctx, s.cfg.RenewPeriod, s.cfg.RenewDeadline, s.renewalDone) }()
+	go s.watchRenewals(ctx)
 	s.log.Info().Str("leases", s.cfg.LeaseNamespace).Str("namespace", s.cfg.Namespace).Msg("watching tasks")
 
 	tick := time.NewTicker(s.cfg.Resync)
@@ -347,10 +406,10 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			leaseOf[*l.Spec.HolderIdentity] = l
 		}
 	}
-	now := time.Now()
 
 	waiting := 0 // claimed, not yet admitted by the local queue
 	s.mu.Lock()
+	fenced := !s.mu.fencedAt.IsZero()
 	for path, h := range s.mu.held {
 		t, ok := byPath[path]
 		if !ok {
@@ -363,8 +422,10 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			s.lockedFence(path, h.seq, fmt.Sprintf("the task is held by %s under claim %d", cl.Node, cl.Seq))
 			continue
 		}
-		if t.Generation != h.gen && t.Status.Claim != nil && t.Status.Claim.Seq == h.seq {
-			h.gen = t.Generation
+		if !fenced && t.Generation != h.gen && t.Status.Claim != nil && t.Status.Claim.Seq == h.seq {
+			// (While fenced, the edit waits for the fence's end, which
+			// presents every task as the API server has it.)
+			h.gen, h.presented = t.Generation, t
 			s.push(s.event(spool.Modified, t, &t.Status.TaskStatus))
 		}
 		if (h.phase == "" || h.phase == v1alpha1.PhasePending) && !t.Spec.Paused {
@@ -372,6 +433,10 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 		}
 	}
 	s.mu.Unlock()
+	if fenced {
+		return nil // no claim before a renewal succeeds
+	}
+	halt := s.haltTakeovers(tasks.Items, leases.Items)
 
 	order := make([]*kubeapi.Task, 0, len(tasks.Items))
 	for i := range tasks.Items {
@@ -427,7 +492,7 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 		default:
 			// Not ended (TakeOverable), or ended and reopened: either
 			// way, taken only from a holder that is gone.
-			if !kube.HolderGone(t, leaseOf[cl.Node], now) {
+			if halt || !kube.HolderGone(t, leaseOf[cl.Node], s.live) {
 				continue
 			}
 			// The cache may be behind the server (a Lease created or
@@ -439,7 +504,7 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 				s.log.Warn().Str("task", path).Str("holder", cl.Node).Err(err).Msg("holder's Lease not readable; no takeover")
 				continue
 			}
-			if !kube.HolderGone(t, live, time.Now()) {
+			if !kube.HolderGone(t, live, s.live) {
 				continue
 			}
 			holder, takeOver = live, true
@@ -472,7 +537,7 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 				waiting++
 			}
 		case governor.Reject:
-			s.reportNoFit(ctx, t, d, leases.Items, now)
+			s.reportNoFit(ctx, t, d, leases.Items)
 		default:
 			s.log.Debug().Str("task", path).Stringer("verdict", d.Verdict).Str("reason", string(d.Reason)).Msg("dry run: not now")
 		}
@@ -555,8 +620,13 @@ func (s *Source) claim(ctx context.Context, t *kubeapi.Task, takeOver bool, hold
 	// resumes from the committed progress and writes its own phases.
 	before.Reservation, before.ProcessGroup = nil, nil
 	s.mu.Lock()
-	s.mu.held[path] = &held{obj: obj, seq: seq, gen: t.Generation}
-	s.push(s.event(spool.Added, t, before))
+	s.mu.held[path] = &held{obj: obj, presented: t, seq: seq, gen: t.Generation}
+	ev := s.event(spool.Added, t, before)
+	if !s.mu.fencedAt.IsZero() && ev.Task != nil {
+		// Claimed while the fence began: it waits for the fence's end.
+		ev.Task.Spec.Paused = true
+	}
+	s.push(ev)
 	s.mu.Unlock()
 	return true
 }
@@ -680,7 +750,7 @@ func (s *Source) lockedFence(path string, seq int64, why string) {
 // reportNoFit writes, unclaimed, that no live node can fit t, with every
 // live node's grantable memory, when the governor rejected it for its
 // memory and no live Lease publishes enough. Run's goroutine only.
-func (s *Source) reportNoFit(ctx context.Context, t *kubeapi.Task, d governor.Decision, leases []coordinationv1.Lease, now time.Time) {
+func (s *Source) reportNoFit(ctx context.Context, t *kubeapi.Task, d governor.Decision, leases []coordinationv1.Lease) {
 	if d.Budget != governor.BudgetMemory || t.Status.Claim != nil {
 		return
 	}
@@ -691,7 +761,7 @@ func (s *Source) reportNoFit(ctx context.Context, t *kubeapi.Task, d governor.De
 	var caps []nodeCap
 	for i := range leases {
 		l := &leases[i]
-		if l.Spec.HolderIdentity == nil || kube.Expired(l, now) {
+		if l.Spec.HolderIdentity == nil || s.live.Expired(l) {
 			continue
 		}
 		q, err := resource.ParseQuantity(l.Annotations[AnnotationMemory])

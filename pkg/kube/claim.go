@@ -56,8 +56,11 @@ type Claimer struct {
 	Client TaskClient
 	// Node is the name recorded in status.claim.node.
 	Node string
-	// Now is the clock (time.Now when nil).
+	// Now is the clock of claimedAt (time.Now when nil).
 	Now func() time.Time
+	// Liveness says whose Lease expired (TakeOver, Reopen); nil finds no
+	// Lease expired, only missing ones or ones held by someone else.
+	Liveness *Liveness
 }
 
 // Claimable reports whether a task, as read, may be claimed: nobody holds
@@ -90,21 +93,21 @@ func (c *Claimer) Claim(ctx context.Context, task *kubeapi.Task, contract v1alph
 // now: it has not ended and its holder is gone (HolderGone). A restarted
 // agent takes over its own former claims the same way: the batches it ran
 // are gone with it.
-func TakeOverable(t *kubeapi.Task, holder *coordinationv1.Lease, now time.Time) bool {
-	return t.Status.Claim != nil && !v1alpha1.IsTerminal(t.Status.Phase) && HolderGone(t, holder, now)
+func TakeOverable(t *kubeapi.Task, holder *coordinationv1.Lease, live *Liveness) bool {
+	return t.Status.Claim != nil && !v1alpha1.IsTerminal(t.Status.Phase) && HolderGone(t, holder, live)
 }
 
-// HolderGone reports whether the holder of t's claim is gone at now: its
-// Lease (holder, nil when there is none) is expired or held by someone
-// else.
-func HolderGone(t *kubeapi.Task, holder *coordinationv1.Lease, now time.Time) bool {
+// HolderGone reports whether the holder of t's claim is gone: its Lease
+// (holder, nil when there is none) is held by someone else, or live, this
+// process's view of the Leases, finds it expired.
+func HolderGone(t *kubeapi.Task, holder *coordinationv1.Lease, live *Liveness) bool {
 	if t.Status.Claim == nil {
 		return false
 	}
 	if holder == nil || holder.Spec.HolderIdentity == nil || *holder.Spec.HolderIdentity != t.Status.Claim.Node {
 		return true
 	}
-	return Expired(holder, now)
+	return live.Expired(holder)
 }
 
 // Reopen claims a task that ended (Done, Failed or Rejected) and asks to
@@ -113,7 +116,7 @@ func HolderGone(t *kubeapi.Task, holder *coordinationv1.Lease, now time.Time) bo
 // (HolderGone): a holder still running takes the change itself. Same
 // conditional update and Seq+1 as TakeOver.
 func (c *Claimer) Reopen(ctx context.Context, task *kubeapi.Task, holder *coordinationv1.Lease, contract v1alpha1.Contract) (ClaimOutcome, error) {
-	if !v1alpha1.IsTerminal(task.Status.Phase) || !HolderGone(task, holder, c.now()) {
+	if !v1alpha1.IsTerminal(task.Status.Phase) || !HolderGone(task, holder, c.Liveness) {
 		return NotClaimable, nil
 	}
 	return c.claim(ctx, task, contract)
@@ -125,7 +128,7 @@ func (c *Claimer) Reopen(ctx context.Context, task *kubeapi.Task, holder *coordi
 // holder's process group record is dropped. The former holder,
 // if it comes back, finds its writes fenced (Commit returns ErrFenced).
 func (c *Claimer) TakeOver(ctx context.Context, task *kubeapi.Task, holder *coordinationv1.Lease, contract v1alpha1.Contract) (ClaimOutcome, error) {
-	if !TakeOverable(task, holder, c.now()) {
+	if !TakeOverable(task, holder, c.Liveness) {
 		return NotClaimable, nil
 	}
 	return c.claim(ctx, task, contract)

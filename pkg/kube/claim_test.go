@@ -35,8 +35,15 @@ func lease(holder string, renewed time.Time, secs int32) *coordinationv1.Lease {
 // TestWhoMayClaimWhat: the rules Claim and TakeOver apply before writing.
 func TestWhoMayClaimWhat(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
-	alive := lease("a", now.Add(-5*time.Second), 10)
-	dead := lease("a", now.Add(-10*time.Second), 10)
+	live := &kube.Liveness{Now: func() time.Time { return now }}
+	// Both renewed at the same time; "dead" was seen unchanged for its
+	// whole duration, "alive" was just renewed (a version seen now).
+	dead := lease("a", now.Add(-time.Hour), 10)
+	dead.Name = "dead"
+	live.Expired(dead)
+	now = now.Add(10 * time.Second)
+	alive := lease("a", now.Add(-time.Hour), 10)
+	alive.Name = "alive"
 	for _, tc := range []struct {
 		name              string
 		task              *kubeapi.Task
@@ -56,7 +63,7 @@ func TestWhoMayClaimWhat(t *testing.T) {
 		if got := kube.Claimable(tc.task); got != tc.claimable {
 			t.Errorf("%s: Claimable %v, want %v", tc.name, got, tc.claimable)
 		}
-		if got := kube.TakeOverable(tc.task, tc.lease, now); got != tc.takeov {
+		if got := kube.TakeOverable(tc.task, tc.lease, live); got != tc.takeov {
 			t.Errorf("%s: TakeOverable %v, want %v", tc.name, got, tc.takeov)
 		}
 	}
@@ -74,12 +81,69 @@ func TestWhoMayClaimWhat(t *testing.T) {
 		{"rejected, lease held by another identity", taskIn(v1alpha1.PhaseRejected, "a"), lease("b", now, 10), true},
 		{"never claimed", taskIn(v1alpha1.PhaseDone, ""), nil, false},
 	} {
-		if got := kube.HolderGone(tc.task, tc.lease, now); got != tc.gone {
+		if got := kube.HolderGone(tc.task, tc.lease, live); got != tc.gone {
 			t.Errorf("%s: HolderGone %v, want %v", tc.name, got, tc.gone)
 		}
 	}
-	if !kube.Expired(&coordinationv1.Lease{}, now) {
+	if !live.Expired(&coordinationv1.Lease{}) {
 		t.Error("a lease never renewed is alive")
+	}
+}
+
+// TestLivenessCountsOnItsOwnClock: a Lease expires once this process saw
+// it unchanged for its duration on its own clock, whatever clock its
+// holder wrote the renewal time with; a Resume (this process was cut off)
+// restarts every count.
+func TestLivenessCountsOnItsOwnClock(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	live := &kube.Liveness{Now: func() time.Time { return now }}
+	behind := lease("behind", now.Add(-time.Hour), 10) // holder's clock an hour late
+	behind.Name = "behind"
+	ahead := lease("ahead", now.Add(time.Hour), 10) // an hour early
+	ahead.Name = "ahead"
+	if live.Expired(ahead) {
+		t.Fatal("a Lease stamped an hour ahead is expired when first seen")
+	}
+	for range 5 {
+		if live.Expired(behind) {
+			t.Fatalf("at %v: a Lease renewed every 5 s, by a clock an hour late, is expired", now)
+		}
+		now = now.Add(5 * time.Second)
+		rt := metav1.NewMicroTime(behind.Spec.RenewTime.Add(5 * time.Second))
+		behind.Spec.RenewTime = &rt
+	}
+	// ahead stopped renewing 25 s ago (seen first then): expired, though
+	// its renewal time is still in the future here.
+	if !live.Expired(ahead) {
+		t.Error("a Lease seen unchanged for 25 s of a 10 s duration is alive because its holder's clock is ahead")
+	}
+	// behind's last renewal, seen now: alive until 10 s from now, not
+	// from its stamp.
+	if live.Expired(behind) {
+		t.Error("a renewal just seen is expired")
+	}
+	now = now.Add(9 * time.Second)
+	if live.Expired(behind) {
+		t.Error("expired 9 s after its last renewal was seen")
+	}
+	now = now.Add(time.Second)
+	if !live.Expired(behind) {
+		t.Error("alive 10 s after its last renewal was seen")
+	}
+	// Cut off: whatever was seen before counts from the Resume.
+	live.Resume()
+	now = now.Add(9 * time.Second)
+	if live.Expired(behind) || live.Expired(ahead) {
+		t.Error("expired 9 s after this process came back: it did not watch them for a duration")
+	}
+	now = now.Add(time.Second)
+	if !live.Expired(behind) || !live.Expired(ahead) {
+		t.Error("alive a full duration after the Resume with no renewal seen")
+	}
+	// A nil Liveness has seen nothing.
+	var none *kube.Liveness
+	if none.Expired(behind) || !none.Expired(&coordinationv1.Lease{}) {
+		t.Error("a nil Liveness: a Lease with a holder is alive, one without is expired")
 	}
 }
 

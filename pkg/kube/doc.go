@@ -12,13 +12,14 @@
 // held under another claim it returns ErrFenced and writes nothing) and the
 // node's heartbeat (Heartbeat: a coordination.k8s.io Lease per node, which
 // says who is alive and is no fence; its annotations carry what the node
-// publishes, e.g. its capacity). The test control plane lives in kubetest.
+// publishes, e.g. its capacity) and who is gone (Liveness: a Lease seen
+// unchanged for its duration on the observer's own clock, as client-go's
+// leader election decides). The test control plane lives in kubetest.
 // The node agent built on it (which task to claim, when, and how the
 // shared reconciler sees it) is package agent.
 //
 // It must never run a batch, ask a governor, or write a Task's spec; it does
 // not decide which task to claim (the caller, package agent, does, with its
-// governor). It
-// holds no locks of its own: the API server's optimistic concurrency is the
-// only arbiter between nodes.
+// governor). Between nodes, the API server's optimistic concurrency is the
+// only arbiter; Liveness's mutex guards only its own sightings.
 package kube

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -102,15 +103,21 @@ func (h *Heartbeat) annotations(have map[string]string) map[string]string {
 	return have
 }
 
-// Run beats every interval until ctx ends, and returns ctx's error. A failed
-// beat is reported to onError (when not nil) and retried at the next tick:
-// the node stays up, and its Lease expires if the failures last.
-func (h *Heartbeat) Run(ctx context.Context, every time.Duration, onError func(error)) error {
-	t := time.NewTicker(every)
+// Run beats every period until ctx ends, and returns ctx's error. Each
+// beat is bounded by timeout (a hung API server must not stop the count of
+// failures) and reported to report (when not nil) with the time it
+// started: a successful beat started at start proves the node alive at
+// start, no later. A failed beat is retried at the next tick.
+func (h *Heartbeat) Run(ctx context.Context, period, timeout time.Duration, report func(start time.Time, err error)) error {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
-		if err := h.Beat(ctx); err != nil && onError != nil && ctx.Err() == nil {
-			onError(err)
+		start := time.Now()
+		bctx, cancel := context.WithTimeout(ctx, timeout)
+		err := h.Beat(bctx)
+		cancel()
+		if report != nil && ctx.Err() == nil {
+			report(start, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -120,11 +127,101 @@ func (h *Heartbeat) Run(ctx context.Context, every time.Duration, onError func(e
 	}
 }
 
-// Expired reports whether a Lease, as read, has not been renewed within its
-// duration at now. A Lease without a renewal time or a duration is expired.
-func Expired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+// Liveness tells whether nodes' Leases expired as client-go's leader
+// election does: a Lease is expired once this process has seen it
+// unchanged (same holder, renewal time and duration) for its whole
+// duration, counted on this process's own clock from the moment it first
+// saw that version. The renewal time itself, written on another machine's
+// clock, is only compared for equality: a holder whose clock is an hour
+// behind is alive while it renews, one whose clock is ahead expires on
+// time.
+//
+// A sighting counts only from the last Resume: a process that could not
+// reach the API server for a while (its own renewals failed) saw nobody
+// renew, and must watch every Lease for a whole duration again before it
+// calls one expired. A nil or fresh Liveness has seen nothing yet: it finds
+// no Lease with a holder expired.
+//
+// It is safe for concurrent use.
+type Liveness struct {
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	mu    sync.Mutex
+	seen  map[string]sighting // by Lease namespace/name
+	since time.Time           // sightings count from here at the earliest
+}
+
+// sighting is when one version of a Lease was first seen.
+type sighting struct {
+	version string
+	at      time.Time
+}
+
+func (v *Liveness) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+// leaseVersion is what a renewal changes in a Lease.
+func leaseVersion(l *coordinationv1.Lease) string {
+	return fmt.Sprintf("%s|%d|%d", *l.Spec.HolderIdentity, l.Spec.RenewTime.UnixNano(), *l.Spec.LeaseDurationSeconds)
+}
+
+// Expired reports whether l, as read now, is expired: this process has
+// seen this very version of it for at least its duration. A Lease without
+// a holder, a renewal time or a duration is expired.
+func (v *Liveness) Expired(l *coordinationv1.Lease) bool {
+	if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 		return true
 	}
-	return !now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	if v == nil {
+		return false
+	}
+	now := v.now()
+	key := l.Namespace + "/" + l.Name
+	ver := leaseVersion(l)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.seen == nil {
+		v.seen = make(map[string]sighting)
+	}
+	s, ok := v.seen[key]
+	if !ok || s.version != ver {
+		s = sighting{version: ver, at: now}
+		v.seen[key] = s
+	}
+	from := s.at
+	if from.Before(v.since) {
+		from = v.since
+	}
+	return !now.Before(from.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// Resume restarts the count of every Lease from now: called once this
+// process reaches the API server again after it could not (its own
+// renewals failed), since it saw nothing in between.
+func (v *Liveness) Resume() {
+	now := v.now()
+	v.mu.Lock()
+	v.since = now
+	v.mu.Unlock()
+}
+
+// Keep forgets the Leases not in present (deleted ones), so that the
+// sightings do not grow without bound.
+func (v *Liveness) Keep(present []coordinationv1.Lease) {
+	keep := make(map[string]bool, len(present))
+	for i := range present {
+		keep[present[i].Namespace+"/"+present[i].Name] = true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k := range v.seen {
+		if !keep[k] {
+			delete(v.seen, k)
+		}
+	}
 }

@@ -42,6 +42,8 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 	if err := (&kube.Heartbeat{Client: env.Client, Namespace: "lardon3d", Node: "node-a", Duration: 10 * time.Second, Now: clock}).Beat(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// node-b and node-c watch node-a's Lease from its renewal on.
+	live := &kube.Liveness{Now: clock}
 	var list kubeapi.TaskList
 	if err := env.Client.List(ctx, &list, ctrlclient.InNamespace(ns)); err != nil {
 		t.Fatal(err)
@@ -78,8 +80,9 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 	}
 
 	// Lease alive: no takeover.
+	live.Expired(leaseOf())
 	now = now.Add(9 * time.Second)
-	b := &kube.Claimer{Client: newClient(t, env, rest.CopyConfig(env.Config)), Node: "node-b", Now: clock}
+	b := &kube.Claimer{Client: newClient(t, env, rest.CopyConfig(env.Config)), Node: "node-b", Now: clock, Liveness: live}
 	for _, task := range read() {
 		if out, err := b.TakeOver(ctx, &task, leaseOf(), contractFor("node-b")); err != nil || out != kube.NotClaimable {
 			t.Fatalf("node-b took %s over from a live node: %v %v", task.Name, out, err)
@@ -88,7 +91,7 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 
 	// Lease expired: node-b and node-c race from the same read.
 	now = now.Add(time.Second)
-	c := &kube.Claimer{Client: newClient(t, env, rest.CopyConfig(env.Config)), Node: "node-c", Now: clock}
+	c := &kube.Claimer{Client: newClient(t, env, rest.CopyConfig(env.Config)), Node: "node-c", Now: clock, Liveness: live}
 	snapshot, lease := read(), leaseOf()
 	var (
 		mu      sync.Mutex

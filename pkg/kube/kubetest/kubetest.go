@@ -15,16 +15,20 @@ package kubetest
 
 import (
 	"bytes"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/procfs"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -122,6 +126,41 @@ func Start(t testing.TB) *Env {
 		t.Fatal(err)
 	}
 	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kc}
+}
+
+// StopAPIServer stops the API server's process (SIGSTOP), as in an outage:
+// its clients' connections stay open and their requests hang. The returned
+// function starts it again (SIGCONT); t.Cleanup does if the test did not.
+func (e *Env) StopAPIServer(t testing.TB) (resume func()) {
+	t.Helper()
+	u, err := url.Parse(e.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err != nil || len(args) == 0 || filepath.Base(args[0]) != "kube-apiserver" {
+			continue
+		}
+		if slices.Contains(args, "--secure-port="+u.Port()) {
+			pid = p.PID
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("kubetest: no kube-apiserver process serves port %s", u.Port())
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
 }
 
 // TaskGVK is the group, version and kind of a Task.
