@@ -74,7 +74,7 @@ func (s *Source) fence(now, renewed time.Time) {
 	defer s.mu.Unlock()
 	s.mu.fencedAt = now
 	for _, h := range s.mu.held {
-		ev := s.event(spool.Modified, h.presented, &h.obj.Status.TaskStatus)
+		ev := s.presentHeld(h, h.presented)
 		if ev.Task != nil {
 			ev.Task.Spec.Paused = true
 		}
@@ -130,7 +130,7 @@ func (s *Source) unfence(ctx context.Context) {
 			s.lockedFence(path, seq, "taken over while this node could not renew its Lease")
 		default:
 			h.gen, h.presented = t.Generation, t
-			s.push(s.event(spool.Modified, t, &h.obj.Status.TaskStatus))
+			s.push(s.presentHeld(h, t))
 		}
 	}
 	s.log.Info().Dur("fenced", time.Since(s.mu.fencedAt).Round(time.Millisecond)).Msg("Lease renewed: the batches of the tasks this node still holds go on")

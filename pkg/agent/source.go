@@ -157,9 +157,13 @@ type held struct {
 	// presented is the last version presented to the reconciler (its
 	// spec is the one the reconciler has).
 	presented *kubeapi.Task
-	seq       int64
-	gen       int64          // the metadata.generation presented
-	phase     v1alpha1.Phase // the last phase written
+	// written is the last status written (or claimed), as the reconciler
+	// wrote it; gens translates it to and from the server's.
+	written *v1alpha1.TaskStatus
+	gens    generations
+	seq     int64
+	gen     int64          // the metadata.generation presented
+	phase   v1alpha1.Phase // the last phase written
 }
 
 var _ reconcile.Spool = (*Source)(nil)
@@ -426,7 +430,7 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			// (While fenced, the edit waits for the fence's end, which
 			// presents every task as the API server has it.)
 			h.gen, h.presented = t.Generation, t
-			s.push(s.event(spool.Modified, t, &t.Status.TaskStatus))
+			s.push(s.presentHeld(h, t))
 		}
 		if (h.phase == "" || h.phase == v1alpha1.PhasePending) && !t.Spec.Paused {
 			waiting++
@@ -579,7 +583,6 @@ func (s *Source) liveLease(ctx context.Context, node string) (*coordinationv1.Le
 // reports whether this node now holds it. Run's goroutine only.
 func (s *Source) claim(ctx context.Context, t *kubeapi.Task, takeOver bool, holder *coordinationv1.Lease, contract v1alpha1.Contract) bool {
 	obj := t.DeepCopy()
-	before := t.Status.TaskStatus.DeepCopy()
 	var out kube.ClaimOutcome
 	var err error
 	switch {
@@ -607,21 +610,26 @@ func (s *Source) claim(ctx context.Context, t *kubeapi.Task, takeOver bool, hold
 			msg = fmt.Sprintf("taken over from %s (claim %d)", t.Status.Claim.Node, t.Status.Claim.Seq)
 		}
 	}
-	s.log.Info().Str("task", path).Int64("seq", seq).Int64("itemsDone", before.Progress.ItemsDone).Msg(msg)
+	s.log.Info().Str("task", path).Int64("seq", seq).Int64("itemsDone", t.Status.Progress.ItemsDone).Msg(msg)
 	switch {
 	case takeOver && v1alpha1.IsTerminal(t.Status.Phase):
 		s.record(obj, taskEvent{corev1.EventTypeNormal, EventReopened, fmt.Sprintf("claimed again by node %s (claim %d): its spec changed after it ended %s", s.cfg.Node, seq, t.Status.Phase)})
 	case takeOver:
-		s.record(obj, taskEvent{corev1.EventTypeWarning, EventTakenOver, fmt.Sprintf("%s by node %s (claim %d), resuming from %d items committed", msg, s.cfg.Node, seq, before.Progress.ItemsDone)})
+		s.record(obj, taskEvent{corev1.EventTypeWarning, EventTakenOver, fmt.Sprintf("%s by node %s (claim %d), resuming from %d items committed", msg, s.cfg.Node, seq, t.Status.Progress.ItemsDone)})
 	default:
 		s.record(obj, taskEvent{corev1.EventTypeNormal, EventClaimed, fmt.Sprintf("claimed by node %s (claim %d)", s.cfg.Node, seq)})
 	}
 	// The reconciler is handed the status as it was before the claim: it
 	// resumes from the committed progress and writes its own phases.
+	h := &held{obj: obj, presented: t, seq: seq, gen: t.Generation, gens: newGenerations()}
+	h.gens.seed(&t.Status)
+	before := h.gens.toCore(&t.Status)
 	before.Reservation, before.ProcessGroup = nil, nil
+	h.written = h.gens.toCore(&obj.Status)
 	s.mu.Lock()
-	s.mu.held[path] = &held{obj: obj, presented: t, seq: seq, gen: t.Generation}
+	s.mu.held[path] = h
 	ev := s.event(spool.Added, t, before)
+	h.gens.presented(ev, t.Generation)
 	if !s.mu.fencedAt.IsZero() && ev.Task != nil {
 		// Claimed while the fence began: it waits for the fence's end.
 		ev.Task.Spec.Paused = true
@@ -629,6 +637,14 @@ func (s *Source) claim(ctx context.Context, t *kubeapi.Task, takeOver bool, hold
 	s.push(ev)
 	s.mu.Unlock()
 	return true
+}
+
+// presentHeld is the Modified event presenting t, held as h, to the
+// reconciler with the status it last wrote. REQUIRES: s.mu.
+func (s *Source) presentHeld(h *held, t *kubeapi.Task) spool.Event {
+	ev := s.event(spool.Modified, t, h.written)
+	h.gens.presented(ev, t.Generation)
+	return ev
 }
 
 // event is the spool event presenting t with status st.
@@ -704,20 +720,22 @@ func (s *Source) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
 	h := s.mu.held[path]
 	var obj *kubeapi.Task
 	var seq int64
+	var prev *v1alpha1.TaskStatus
+	var server kubeapi.TaskStatus
 	if h != nil {
-		obj, seq = h.obj.DeepCopy(), h.seq
+		obj, seq, prev = h.obj.DeepCopy(), h.seq, h.written
+		server = h.gens.toServer(status)
 	}
 	s.mu.Unlock()
 	if h == nil {
 		return fmt.Errorf("%s on node %s: %w", path, s.cfg.Node, kube.ErrFenced)
 	}
-	if v1alpha1.SameStatus(&obj.Status.TaskStatus, status) {
+	if v1alpha1.SameStatus(prev, status) {
 		return nil // what the server holds already (a re-apply at shutdown)
 	}
-	prev := obj.Status.TaskStatus.DeepCopy()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := s.claimer.Commit(ctx, obj, seq, func(st *v1alpha1.TaskStatus) { *st = *status.DeepCopy() })
+	err := s.claimer.Commit(ctx, obj, seq, func(st *kubeapi.TaskStatus) { *st = *server.DeepCopy() })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -725,7 +743,7 @@ func (s *Source) WriteStatus(path string, status *v1alpha1.TaskStatus) error {
 		s.lockedFence(path, seq, err.Error())
 	case err == nil:
 		if s.mu.held[path] == h {
-			h.obj, h.phase = obj, status.Phase
+			h.obj, h.written, h.phase = obj, status.DeepCopy(), status.Phase
 		}
 		signal(s.kick) // an admission may free the next claim
 		for _, e := range statusEvents(prev, status) {
@@ -796,6 +814,8 @@ func (s *Source) reportUnclaimed(ctx context.Context, t *kubeapi.Task, typ, reas
 	}
 	next := t.DeepCopy()
 	st := &next.Status.TaskStatus
+	// The condition is written for the spec as it is now.
+	st.ObservedGeneration = t.Generation
 	if st.Phase == "" {
 		if err := st.SetPhase(v1alpha1.PhasePending); err != nil {
 			s.log.Error().Str("task", Path(t.Namespace, t.Name)).Err(err).Msg("BUG: condition not written")

@@ -206,16 +206,17 @@ func (c *Claimer) Holds(task *kubeapi.Task, seq int64) bool {
 // conflict the task is read again: still held under seq, mutate is applied
 // to the fresh read and written again; held under another claim, nothing
 // is written and Commit returns ErrFenced. On success *task is the stored
-// object. mutate sees only the spool's part of the status: it cannot change
-// the claim.
-func (c *Claimer) Commit(ctx context.Context, task *kubeapi.Task, seq int64, mutate func(*v1alpha1.TaskStatus)) error {
+// object. mutate cannot change the claim: what it writes there is put
+// back.
+func (c *Claimer) Commit(ctx context.Context, task *kubeapi.Task, seq int64, mutate func(*kubeapi.TaskStatus)) error {
 	cur := task.DeepCopy()
 	for attempt := 0; ; attempt++ {
 		if !c.Holds(cur, seq) {
 			return fmt.Errorf("commit %s/%s on node %s under claim %d (now %s): %w", task.Namespace, task.Name, c.Node, seq, describeClaim(cur.Status.Claim), ErrFenced)
 		}
 		next := cur.DeepCopy()
-		mutate(&next.Status.TaskStatus)
+		mutate(&next.Status)
+		next.Status.Claim = cur.Status.Claim.DeepCopy()
 		err := c.Client.Status().Update(ctx, next)
 		if err == nil {
 			*task = *next

@@ -54,7 +54,7 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 		if out, err := a.Claim(ctx, task, contractFor("node-a")); err != nil || out != kube.Claimed {
 			t.Fatalf("node-a claiming %s: %v %v", task.Name, out, err)
 		}
-		if err := a.Commit(ctx, task, 1, func(st *v1alpha1.TaskStatus) {
+		if err := a.Commit(ctx, task, 1, func(st *kubeapi.TaskStatus) {
 			st.Phase = v1alpha1.PhaseRunning
 			st.Progress = v1alpha1.Progress{ItemsDone: 2, ItemsTotal: 4, BatchesDone: 1}
 			st.ProcessGroup = &v1alpha1.ProcessGroupRef{PGID: 4242, StartTicks: 99}
@@ -141,7 +141,7 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 
 	// node-a comes back with its old view: fenced, nothing written.
 	for _, task := range held {
-		err := a.Commit(ctx, task, 1, func(st *v1alpha1.TaskStatus) { st.Progress.ItemsDone = 4 })
+		err := a.Commit(ctx, task, 1, func(st *kubeapi.TaskStatus) { st.Progress.ItemsDone = 4 })
 		if !errors.Is(err, kube.ErrFenced) {
 			t.Errorf("stale node-a committing %s: %v, want ErrFenced", task.Name, err)
 		}
@@ -164,7 +164,7 @@ func TestTakeOverFencesTheStaleHolder(t *testing.T) {
 	if owner[stale.Name] == "node-c" {
 		holder = c
 	}
-	if err := holder.Commit(ctx, &stale, 2, func(st *v1alpha1.TaskStatus) { st.Progress.ItemsDone = 4 }); err != nil {
+	if err := holder.Commit(ctx, &stale, 2, func(st *kubeapi.TaskStatus) { st.Progress.ItemsDone = 4 }); err != nil {
 		t.Fatalf("the holder's commit after a user's edit: %v", err)
 	}
 	if stale.Status.Progress.ItemsDone != 4 || stale.Spec.Retries != 5 {

@@ -31,8 +31,19 @@ type Task struct {
 }
 
 // TaskStatus is the spool's status plus the claim.
+//
+// On the API server, observedGeneration (and each condition's) is the
+// metadata.generation of the spec the status reflects, as Kubernetes
+// tools expect; the count of specs the task ran under, which the spool
+// mode keeps in observedGeneration, is SpecRevision.
 type TaskStatus struct {
 	v1alpha1.TaskStatus `json:",inline"`
+	// SpecRevision counts the specs the task ran under (an edit of the
+	// spec, a retry or a restart makes a new one; a pause, a change of
+	// spec.paused, does not): the nodes' own count, observedGeneration in
+	// the spool.
+	// +optional
+	SpecRevision int64 `json:"specRevision,omitempty"`
 	// Claim says which node runs the task. It is written by one conditional
 	// update of the status (the resourceVersion read): of two nodes claiming
 	// the same task, the API server lets exactly one through.
