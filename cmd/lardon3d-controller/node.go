@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -46,6 +47,8 @@ func newNodeCommand(g *globals) *cobra.Command {
 		renewPeriod    time.Duration
 		renewDeadline  time.Duration
 		takeoverHalt   float64
+		drainTimeout   time.Duration
+		tolerateTaints []string
 		stateDir       string
 		dataDir        string
 		killGrace      time.Duration
@@ -78,6 +81,8 @@ ServiceAccount, see deploy/).`,
 	f.DurationVar(&renewPeriod, "lease-renew-period", 0, "time between two renewals of the Lease (default: 2/15 of --lease-duration, 2s of 15s)")
 	f.DurationVar(&renewDeadline, "lease-renew-deadline", 0, "with no successful renewal for this long, this node stops (pauses) its batches until one succeeds, before others may take its tasks over (default: 2/3 of --lease-duration; between the renew period and the lease duration)")
 	f.Float64Var(&takeoverHalt, "takeover-halt-fraction", 0.55, "no takeover while more than this fraction of the nodes' Leases are expired at once (the API server or the network is then the likely fault); 1 never halts")
+	f.DurationVar(&drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM or SIGINT, how long the batches in flight may run on to their end before they are stopped; each task is let go (any node may claim it at once) at its batch boundary, or once stopped (a second signal stops them at once)")
+	f.StringSliceVar(&tolerateTaints, "tolerate-taint", nil, "key of a NoSchedule or NoExecute taint of this node's Node under which it still claims (repeatable; e.g. nvidia.com/gpu); a cordon or any other such taint drains it")
 	f.StringVar(&stateDir, "state-dir", "", "where this node's logs, items files and history go (required)")
 	f.StringVar(&dataDir, "data-dir", ".", "directory relative spec.items paths are resolved against (the data shared with the other nodes)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled (a fenced task's batches are cancelled at once)")
@@ -179,7 +184,8 @@ ServiceAccount, see deploy/).`,
 			Rest: cfg, Scheme: scheme, Node: nodeName, Namespace: namespace,
 			LeaseNamespace: leaseNamespace, LeaseDuration: leaseDuration,
 			RenewPeriod: renewPeriod, RenewDeadline: renewDeadline, TakeoverHalt: takeoverHalt,
-			Governor: gov, DataDir: data, Logger: log,
+			TolerateTaints: tolerateTaints,
+			Governor:       gov, DataDir: data, Logger: log,
 		})
 		if err != nil {
 			return usage(err)
@@ -201,13 +207,57 @@ ServiceAccount, see deploy/).`,
 			// starts: a lost node loses only its batches in flight.
 			CommitBeforeNextBatch: true,
 		}, reconcile.Deps{Spool: src, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
-		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		src.UseDrainer(ctrl)
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		go drainOnSignal(ctx, cancel, sigs, src, drainTimeout, log)
 		log.Info().Str("node", nodeName).Str("host", cfg.Host).Msg("node agent starting")
-		if _, err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
-			return &exitError{code: 2, err: err}
+		_, runErr := ctrl.Run(ctx)
+		// What is still held (a batch stopped by the drain's end, a task
+		// paused mid-batch) is let go now: its last status is written.
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		src.ReleaseAll(rctx)
+		rcancel()
+		if runErr != nil && ctx.Err() == nil {
+			return &exitError{code: 2, err: runErr}
 		}
 		return nil
 	}
 	return cmd
+}
+
+// drainOnSignal, on the first signal, drains the agent: no new claim, no
+// new batch, each task let go at its batch boundary; once none is held,
+// the drain timeout passed or a second signal came, it cancels the run
+// (what still runs is stopped).
+func drainOnSignal(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Signal, src *agent.Source, timeout time.Duration, log zerolog.Logger) {
+	select {
+	case <-ctx.Done():
+		return
+	case sig := <-sigs:
+		log.Info().Str("signal", sig.String()).Int("held", src.Held()).Dur("drainTimeout", timeout).Msg("stopping: no new claim; each task is let go at its batch boundary")
+	}
+	defer cancel()
+	src.Leave()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for src.Held() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			log.Warn().Int("held", src.Held()).Msg("drain timeout: the batches still running are stopped; their tasks are let go from their committed progress")
+			return
+		case sig := <-sigs:
+			log.Warn().Str("signal", sig.String()).Int("held", src.Held()).Msg("second signal: the batches still running are stopped")
+			return
+		case <-tick.C:
+		}
+	}
+	log.Info().Msg("drained: every task let go")
 }

@@ -66,6 +66,16 @@
 //     of the Leases counted (alive, or of a node holding a task not ended)
 //     are expired at once.
 //
+// Drain (drain.go): while this node's Node is cordoned or carries a
+// NoSchedule or NoExecute taint not in Config.TolerateTaints (read every
+// nodeCheckEvery), or once Leave was called (the agent stops), the agent
+// claims nothing and tells the queue to drain (Drainer, the reconciler:
+// no batch starts, each task is left Pending at its batch boundary); each
+// task held that no worker holds and whose last status written is Pending
+// or ended is let go (kube.Claimer.Release: claim released, progress
+// kept) and dropped from the reconciler. ReleaseAll lets go of what is
+// left once the reconciler stopped.
+//
 // Events (events.go): each claim, takeover, reopening and fence, and what
 // each status write tells (an admission with its contract, a batch killed
 // for memory and how it is retried, the end: completed, failed, rejected,
@@ -75,8 +85,10 @@
 // Locking. Source.mu guards the held and pending tables and the renewal
 // and fence state; it is never held across a call to the API server or the
 // governor (the recorder only queues). Run is the only goroutine that
-// claims; WriteStatus runs on the reconciler's goroutine; the heartbeat
-// and the fence's watch run on their own.
+// claims and releases; the events reach the reconciler from a goroutine
+// of their own (deliver), so that a pass blocked on the API server holds
+// none back; WriteStatus runs on the reconciler's goroutine; the
+// heartbeat and the fence's watch run on their own.
 //
 // It never runs a batch, never writes a Task's spec, and never decides
 // admission itself: the governor does, locally, and the reconciler's queue

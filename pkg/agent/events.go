@@ -24,6 +24,7 @@ const (
 	EventPaused         = "Paused"
 	EventFenced         = "Fenced"
 	EventSelfFenced     = "SelfFenced"
+	EventReleased       = "Released"
 )
 
 // taskEvent is one Event to record on a Task.

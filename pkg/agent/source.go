@@ -88,6 +88,10 @@ type Config struct {
 	// nodes (Kubernetes' node lifecycle controller stops evicting so).
 	// Default 0.55; 1 never halts.
 	TakeoverHalt float64
+	// TolerateTaints are the keys of the NoSchedule and NoExecute taints
+	// of this node's Node under which it still claims (e.g. nvidia.com/gpu
+	// on GPU nodes); any other, or a cordon, drains it.
+	TolerateTaints []string
 	// Governor is this node's governor (asked without reserving).
 	Governor *governor.Governor
 	// DataDir resolves relative spec.items paths, as the spool directory
@@ -114,6 +118,12 @@ type Source struct {
 	// halted says whether the last pass halted takeovers (Run's
 	// goroutine only; logged when it changes).
 	halted bool
+	// drainer is the queue a drain stops (UseDrainer).
+	drainer Drainer
+	// nodeChecked is when the Node was last read; nodeUnreadable says it
+	// could not be (Run's goroutine only).
+	nodeChecked    time.Time
+	nodeUnreadable bool
 
 	events chan spool.Event
 	// recorder records Events on Tasks; broadcaster, when the source
@@ -142,6 +152,10 @@ type Source struct {
 		// fencedAt is when this node stopped its batches for want of a
 		// renewal (zero: it did not, or it resumed).
 		fencedAt time.Time
+		// leaving: the agent stops (Leave); cordoned says why its Node
+		// takes no new work ("": it does). Either drains.
+		leaving  bool
+		cordoned string
 	}
 }
 
@@ -283,7 +297,16 @@ func (s *Source) push(ev spool.Event) {
 // Run heartbeats, watches Tasks and Leases and claims what this node can
 // run, until ctx ends.
 func (s *Source) Run(ctx context.Context) error {
-	defer close(s.events)
+	// The events reach the reconciler on a goroutine of their own: a pass
+	// blocked on the API server (cut off) must not hold back the fence's.
+	dctx, dcancel := context.WithCancel(ctx)
+	delivered := make(chan struct{})
+	go func() { defer close(delivered); s.deliver(dctx) }()
+	defer func() {
+		dcancel()
+		<-delivered
+		close(s.events)
+	}()
 	if s.broadcaster != nil {
 		w := s.broadcaster.StartRecordingToSink(s.sink)
 		// Shutdown sends what is queued, then stops.
@@ -347,33 +370,39 @@ func (s *Source) Run(ctx context.Context) error {
 			s.mu.Unlock()
 			first = false
 		}
-	deliver:
-		for {
-			s.mu.Lock()
-			var out chan<- spool.Event
-			var ev spool.Event
-			if len(s.mu.pending) > 0 {
-				out, ev = s.events, s.mu.pending[0]
-			}
-			s.mu.Unlock()
-			select {
-			case <-ctx.Done():
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-cacheErr:
+			if ctx.Err() != nil {
 				return nil
-			case err := <-cacheErr:
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("watching tasks: %w", err)
-			case out <- ev:
-				s.mu.Lock()
-				s.mu.pending = s.mu.pending[1:]
-				s.mu.Unlock()
-			case <-s.notify:
-			case <-s.kick:
-				break deliver
-			case <-tick.C:
-				break deliver
 			}
+			return fmt.Errorf("watching tasks: %w", err)
+		case <-s.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// deliver hands the pending events to the reconciler, oldest first, until
+// ctx ends.
+func (s *Source) deliver(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		var out chan<- spool.Event
+		var ev spool.Event
+		if len(s.mu.pending) > 0 {
+			out, ev = s.events, s.mu.pending[0]
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case out <- ev:
+			s.mu.Lock()
+			s.mu.pending = s.mu.pending[1:]
+			s.mu.Unlock()
+		case <-s.notify:
 		}
 	}
 }
@@ -411,9 +440,15 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 		}
 	}
 
-	waiting := 0 // claimed, not yet admitted by the local queue
 	s.mu.Lock()
 	fenced := !s.mu.fencedAt.IsZero()
+	s.mu.Unlock()
+	if !fenced {
+		s.checkNode(ctx)
+	}
+
+	waiting := 0 // claimed, not yet admitted by the local queue
+	s.mu.Lock()
 	for path, h := range s.mu.held {
 		t, ok := byPath[path]
 		if !ok {
@@ -436,9 +471,14 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			waiting++
 		}
 	}
+	draining := s.lockedDraining()
 	s.mu.Unlock()
 	if fenced {
 		return nil // no claim before a renewal succeeds
+	}
+	if draining {
+		s.releaseDrained(ctx)
+		return nil // no claim while draining
 	}
 	halt := s.haltTakeovers(tasks.Items, leases.Items)
 

@@ -64,9 +64,10 @@ type Claimer struct {
 }
 
 // Claimable reports whether a task, as read, may be claimed: nobody holds
-// it and it is Pending (or new, without a phase yet).
+// it (never claimed, or released) and it is Pending (or new, without a
+// phase yet).
 func Claimable(t *kubeapi.Task) bool {
-	if t.Status.Claim != nil {
+	if cl := t.Status.Claim; cl != nil && cl.ReleasedAt == nil {
 		return false
 	}
 	return t.Status.Phase == "" || t.Status.Phase == v1alpha1.PhasePending
@@ -103,6 +104,9 @@ func TakeOverable(t *kubeapi.Task, holder *coordinationv1.Lease, live *Liveness)
 func HolderGone(t *kubeapi.Task, holder *coordinationv1.Lease, live *Liveness) bool {
 	if t.Status.Claim == nil {
 		return false
+	}
+	if t.Status.Claim.ReleasedAt != nil {
+		return true // let go by its holder
 	}
 	if holder == nil || holder.Spec.HolderIdentity == nil || *holder.Spec.HolderIdentity != t.Status.Claim.Node {
 		return true
@@ -197,7 +201,7 @@ var ErrFenced = errors.New("the task is held under another claim")
 // Holds reports whether task, as read, is held by this node under claim seq.
 func (c *Claimer) Holds(task *kubeapi.Task, seq int64) bool {
 	cl := task.Status.Claim
-	return cl != nil && cl.Node == c.Node && cl.Seq == seq
+	return cl != nil && cl.Node == c.Node && cl.Seq == seq && cl.ReleasedAt == nil
 }
 
 // Commit writes a status change of a task this node holds under claim seq
@@ -209,25 +213,58 @@ func (c *Claimer) Holds(task *kubeapi.Task, seq int64) bool {
 // object. mutate cannot change the claim: what it writes there is put
 // back.
 func (c *Claimer) Commit(ctx context.Context, task *kubeapi.Task, seq int64, mutate func(*kubeapi.TaskStatus)) error {
+	return c.update(ctx, task, seq, "commit", func(next *kubeapi.Task) error {
+		claim := next.Status.Claim.DeepCopy()
+		mutate(&next.Status)
+		next.Status.Claim = claim
+		return nil
+	})
+}
+
+// Release lets go of a task this node holds under claim seq (the node
+// drains): the claim is marked released (ReleasedAt), the task is Pending
+// unless it ended, its reservation and process group are dropped and its
+// committed progress kept. Any node may claim it again at once, with
+// Seq+1; this node's writes under seq are fenced from then on. Conditional
+// as Commit is: ErrFenced when the task is held under another claim.
+func (c *Claimer) Release(ctx context.Context, task *kubeapi.Task, seq int64) error {
+	return c.update(ctx, task, seq, "release", func(next *kubeapi.Task) error {
+		if !v1alpha1.IsTerminal(next.Status.Phase) {
+			if err := next.Status.SetPhase(v1alpha1.PhasePending); err != nil {
+				return err
+			}
+		}
+		next.Status.Reservation, next.Status.ProcessGroup = nil, nil
+		now := metav1.NewTime(c.now())
+		next.Status.Claim.ReleasedAt = &now
+		return nil
+	})
+}
+
+// update writes mutate's change of a task held under claim seq,
+// conditional on the resourceVersion; on a conflict it reads the task
+// again and, still held under seq, applies mutate to the fresh read.
+func (c *Claimer) update(ctx context.Context, task *kubeapi.Task, seq int64, what string, mutate func(*kubeapi.Task) error) error {
 	cur := task.DeepCopy()
 	for attempt := 0; ; attempt++ {
 		if !c.Holds(cur, seq) {
-			return fmt.Errorf("commit %s/%s on node %s under claim %d (now %s): %w", task.Namespace, task.Name, c.Node, seq, describeClaim(cur.Status.Claim), ErrFenced)
+			return fmt.Errorf("%s %s/%s on node %s under claim %d (now %s): %w", what, task.Namespace, task.Name, c.Node, seq, describeClaim(cur.Status.Claim), ErrFenced)
 		}
 		next := cur.DeepCopy()
-		mutate(&next.Status)
-		next.Status.Claim = cur.Status.Claim.DeepCopy()
+		if err := mutate(next); err != nil {
+			return fmt.Errorf("%s %s/%s: %w", what, task.Namespace, task.Name, err)
+		}
 		err := c.Client.Status().Update(ctx, next)
 		if err == nil {
 			*task = *next
 			return nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 10 {
-			return fmt.Errorf("commit %s/%s on node %s: %w", task.Namespace, task.Name, c.Node, err)
+			return fmt.Errorf("%s %s/%s on node %s: %w", what, task.Namespace, task.Name, c.Node, err)
 		}
 		cur = &kubeapi.Task{}
 		if err := c.Client.Get(ctx, ctrlclient.ObjectKeyFromObject(task), cur); err != nil {
-			return fmt.Errorf("commit %s/%s: reading it again after a conflict: %w", task.Namespace, task.Name, err)
+			return fmt.Errorf("%s %s/%s: reading it again after a conflict: %w", what, task.Namespace, task.Name, err)
 		}
 	}
 }
@@ -235,6 +272,9 @@ func (c *Claimer) Commit(ctx context.Context, task *kubeapi.Task, seq int64, mut
 func describeClaim(cl *kubeapi.Claim) string {
 	if cl == nil {
 		return "unclaimed"
+	}
+	if cl.ReleasedAt != nil {
+		return fmt.Sprintf("claim %d by %s, released", cl.Seq, cl.Node)
 	}
 	return fmt.Sprintf("claim %d by %s", cl.Seq, cl.Node)
 }

@@ -9,7 +9,9 @@
 // the claim of a task that ended and was retried or edited while its holder
 // is gone (Claimer.Reopen, the same update; HolderGone says who is gone),
 // the fence (Claimer.Commit: a status write under a claim; once the task is
-// held under another claim it returns ErrFenced and writes nothing) and the
+// held under another claim it returns ErrFenced and writes nothing), the
+// release (Claimer.Release: a draining holder lets a task go, progress
+// kept, for any node to claim at once with Seq+1) and the
 // node's heartbeat (Heartbeat: a coordination.k8s.io Lease per node, which
 // says who is alive and is no fence; its annotations carry what the node
 // publishes, e.g. its capacity) and who is gone (Liveness: a Lease seen

@@ -61,6 +61,12 @@ type Claim struct {
 	Seq int64 `json:"seq"`
 	// ClaimedAt is when the claim was written.
 	ClaimedAt metav1.Time `json:"claimedAt"`
+	// ReleasedAt, when set, is when the holder let the task go (its node
+	// drained: cordoned, or its agent stopping): any node may claim it
+	// again at once, with Seq+1, without waiting for the holder's Lease to
+	// expire; the holder writes nothing more under this claim.
+	// +optional
+	ReleasedAt *metav1.Time `json:"releasedAt,omitempty"`
 }
 
 // TaskList is a list of Tasks.

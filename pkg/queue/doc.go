@@ -113,7 +113,9 @@
 // (before admission, or waiting at a sequence break) stays Pending with
 // reason Paused: it holds nothing to keep. Close cancels the batches in
 // flight; their tasks are reported Pending (reason Shutdown) with their
-// committed progress.
+// committed progress. Drain (a node leaving) dispatches nothing and lets
+// each batch in flight end: at its next boundary each worker releases and
+// exits, its task Pending (reason Draining) with its committed progress.
 //
 // The reconciler learns the contract a task holds from EventPhase Reserved
 // and from every EventBatchStarted (Event.Contract); an event without a

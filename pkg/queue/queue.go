@@ -38,6 +38,10 @@ const (
 	// ReasonShutdown: the controller is closing; the batch in flight was
 	// cancelled, committed progress is kept, the reservation released.
 	ReasonShutdown = "Shutdown"
+	// ReasonDraining: the queue drains (Drain): the task left its worker
+	// at a batch boundary, holds nothing, and starts no batch until the
+	// drain ends; its progress is committed.
+	ReasonDraining = "Draining"
 	// ReasonStartFailed: the runner could not start the batch and its error
 	// named no reason of its own.
 	ReasonStartFailed = "StartFailed"
@@ -177,6 +181,9 @@ type Queue struct {
 		// tries counts the entries passes looked at (for the tests).
 		tries  int
 		closed bool
+		// draining: no task is dispatched, and each worker leaves its
+		// task at its next batch boundary (Drain).
+		draining bool
 		// history is a ring of the last terminal events.
 		history     []Event
 		historyNext int
@@ -348,6 +355,37 @@ func (q *Queue) Busy() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.mu.active > 0 || len(q.mu.pending) > 0 || q.mu.pendingDirty
+}
+
+// Drain, on, stops the queue from starting batches: no task is
+// dispatched, and each worker, at its next batch boundary (the batch in
+// flight ended and its progress committed, or before its first batch, or
+// while it waits for a new contract), releases its reservation and leaves
+// its task Pending, reason ReasonDraining. The batches in flight run to
+// their end; one stopped by a pause stays stopped. Drain(false) dispatches
+// again. Working reports when the drain is complete.
+func (q *Queue) Drain(on bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mu.draining == on {
+		return
+	}
+	q.mu.draining = on
+	q.mu.epoch++
+	for _, e := range q.mu.tasks {
+		if e.state == stateActive {
+			poke(e)
+		}
+	}
+	q.signal()
+}
+
+// Working reports how many tasks hold a worker (Reserved, Running, Paused,
+// or between two batches).
+func (q *Queue) Working() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.active
 }
 
 // Holds reports whether a worker owns the task (Reserved, Running, Paused,

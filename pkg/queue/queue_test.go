@@ -820,3 +820,54 @@ func TestPrepareFailureWaitsAndRetriesWithoutSpendingRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainLeavesEachTaskAtItsBatchBoundary: while the queue drains, the
+// batch in flight runs to its end (never cancelled), its task is then left
+// Pending (ReasonDraining) with its progress and its reservation released
+// once; a task paused between batches and one waiting for admission start
+// nothing; Working reaches 0. Once the drain ends, each task goes on from
+// its committed progress.
+func TestDrainLeavesEachTaskAtItsBatchBoundary(t *testing.T) {
+	h := newHarness(t, Config{}, 6, mkTask("a", 1, 6, 3), mkTask("b", 2, 6, 3), mkTask("c", 3, 6, 3))
+	fa := h.run.nth(t, "a", 0)
+	fb := h.run.nth(t, "b", 0)
+	h.q.SetPaused("b", true)
+	h.obs.waitPhase(t, "b", v1alpha1.PhasePaused) // b's batch stopped
+	h.q.Drain(true)
+	fa.ok()
+	st := h.obs.waitPhase(t, "a", v1alpha1.PhasePending)
+	if st.Reason != ReasonDraining || st.ItemsDone != 3 || st.Contract != nil {
+		t.Errorf("a drained: %+v", st)
+	}
+	if _, _, c := fa.counts(); c != 0 {
+		t.Errorf("a's batch was cancelled %d times while draining", c)
+	}
+	// b is stopped mid-batch: the drain waits for it.
+	if n := h.q.Working(); n != 1 {
+		t.Errorf("Working %d with b's batch stopped, want 1", n)
+	}
+	h.q.SetPaused("b", false)
+	fb.ok()
+	h.obs.waitPhase(t, "b", v1alpha1.PhasePending)
+	deadline := time.Now().Add(guard)
+	for h.q.Working() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Working %d after every batch ended", h.q.Working())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := h.adm.activeCount(); n != 0 {
+		t.Errorf("%d reservations held while drained", n)
+	}
+	if h.run.started("a") != 1 || h.run.started("b") != 1 || h.run.started("c") != 0 {
+		t.Errorf("started a %d b %d c %d while draining, want 1 1 0", h.run.started("a"), h.run.started("b"), h.run.started("c"))
+	}
+	h.q.Drain(false)
+	h.run.nth(t, "a", 1).ok()
+	h.run.nth(t, "b", 1).ok()
+	h.run.nth(t, "c", 0).ok()
+	h.run.nth(t, "c", 1).ok()
+	for _, name := range []string{"a", "b", "c"} {
+		h.obs.waitPhase(t, name, v1alpha1.PhaseDone)
+	}
+}

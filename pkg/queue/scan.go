@@ -197,7 +197,7 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 // FIFO. refreshed says whether the caller already refreshed the governor.
 // REQUIRES: q.mu held.
 func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
-	if q.mu.closed {
+	if q.mu.closed || q.mu.draining {
 		return false
 	}
 	if q.mu.pendingDirty {

@@ -29,6 +29,8 @@ const (
 	outShrink
 	// outCancelled: Remove or Close; the caller releases and exits.
 	outCancelled
+	// outDrained: the queue drains; the task was left Pending, released.
+	outDrained
 )
 
 // work is the worker of one admitted task. It owns the task's batches from
@@ -49,6 +51,9 @@ func (q *Queue) work(e *entry) {
 		}
 		if !q.awaitUnpaused(e) {
 			q.finishCancelled(e)
+			return
+		}
+		if q.drained(e) {
 			return
 		}
 		b, ok := q.beginBatch(e, attempt)
@@ -102,6 +107,9 @@ func (q *Queue) work(e *entry) {
 				q.finishCancelled(e)
 				return
 			}
+			if q.drained(e) {
+				return
+			}
 		case outShrink:
 		}
 		q.awaitFresh(e)
@@ -119,10 +127,35 @@ func (q *Queue) nextContract(e *entry) bool {
 	case outCancelled:
 		q.finishCancelled(e)
 		return false
-	case outStop:
+	case outStop, outDrained:
 		return false
 	}
 	return true
+}
+
+// drained leaves the task at this batch boundary when the queue drains
+// (Drain): it reports whether it did, the worker then exits.
+func (q *Queue) drained(e *entry) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.mu.draining || e.ctx.Err() != nil {
+		return false
+	}
+	q.lockedDrained(e)
+	return true
+}
+
+// lockedDrained releases e's reservation and returns it to the pending
+// tasks, Pending with ReasonDraining and its progress; it is dispatched
+// again, as any pending task, once the drain ends. REQUIRES: q.mu held,
+// the worker of e exiting.
+func (q *Queue) lockedDrained(e *entry) {
+	q.lockedRelease(e)
+	e.state = statePending
+	q.mu.pendingDirty = true
+	q.lockedSetPhase(e, v1alpha1.PhasePending, ReasonDraining,
+		fmt.Sprintf("draining: left at a batch boundary, %d of %d items committed", e.task.ItemsDone, e.task.ItemsTotal))
+	e.cancel()
 }
 
 // workerExit is the worker's last step.
@@ -176,7 +209,7 @@ func (q *Queue) awaitUnpaused(e *entry) bool {
 		if e.ctx.Err() != nil {
 			return false
 		}
-		if !e.task.Paused {
+		if !e.task.Paused || q.mu.draining {
 			return true
 		}
 		if e.phase != v1alpha1.PhasePaused || e.message != pausedBetween {
@@ -421,6 +454,10 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 			// Leave Running now: it no longer holds a reservation.
 			q.lockedFinishCancelled(e)
 			return outCancelled
+		}
+		if q.mu.draining {
+			q.lockedDrained(e)
+			return outDrained
 		}
 		if e.task.Paused {
 			// No reservation is held here: nothing to keep.

@@ -111,6 +111,16 @@ func New(cfg Config, deps Deps) *Controller {
 	return NewHost(cfg, deps).Add(cfg, deps.Spool)
 }
 
+// Drain, on, starts no batch on this machine any more and lets those in
+// flight end (Host.Drain); Drain(false) dispatches again. Safe from any
+// goroutine.
+func (c *Controller) Drain(on bool) { c.host.Drain(on) }
+
+// Holds reports whether a worker holds the task name (Reserved, Running,
+// Paused, or between two batches): false once a drained task left its
+// batch boundary. Safe from any goroutine.
+func (c *Controller) Holds(name string) bool { return c.queue.Holds(name) }
+
 type observerFunc func(queue.Event)
 
 func (f observerFunc) Observe(e queue.Event) { f(e) }

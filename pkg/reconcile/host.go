@@ -279,6 +279,16 @@ func (h *Host) multiSpool() bool {
 // nextSeq hands out the next arrival number.
 func (h *Host) nextSeq() int64 { return h.seq.Add(1) }
 
+// Drain, on, starts no batch on this machine any more and lets those in
+// flight end: at its next batch boundary each task is left Pending
+// (reason Draining) with its committed progress, and its status written
+// as any other (queue.Queue.Drain). Drain(false) dispatches again. Safe
+// from any goroutine.
+func (h *Host) Drain(on bool) { h.queue.Drain(on) }
+
+// Working reports how many tasks hold a worker: a drain is complete at 0.
+func (h *Host) Working() int { return h.queue.Working() }
+
 // seenSeq notes an arrival number a status carries, so that later arrivals
 // come after it.
 func (h *Host) seenSeq(v int64) {
