@@ -14,9 +14,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -209,4 +214,66 @@ func getTable(t *testing.T, cfg *rest.Config, path string) *metav1.Table {
 		t.Fatalf("decoding the table: %v\n%s", err, body)
 	}
 	return &table
+}
+
+// TestTasksResolveBesideTektonsTasks: on a cluster that also has Tekton
+// (tasks.tekton.dev), `kubectl get tasks.lardon3d.io`, `kubectl get ltask`
+// and `kubectl get lardon3d` (the category) name this project's Tasks,
+// resolved as kubectl resolves them (discovery, short names, categories);
+// plain `tasks` may name either.
+func TestTasksResolveBesideTektonsTasks(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tekton := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: tasks.tekton.dev}
+spec:
+  group: tekton.dev
+  scope: Namespaced
+  names: {plural: tasks, singular: task, kind: Task, categories: [tekton, tekton-pipelines]}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`), &tekton.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, tekton); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mapper meta.RESTMapper
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// Discovery serves the new CRD once it is established.
+		cached := memory.NewMemCacheClient(dc)
+		mapper = restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
+		if _, err := mapper.KindFor(schema.GroupVersionResource{Group: "tekton.dev", Resource: "tasks"}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("tasks.tekton.dev never served")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, arg := range []string{"tasks.lardon3d.io", "task.lardon3d.io", "ltask"} {
+		_, gr := schema.ParseResourceArg(arg)
+		gvk, err := mapper.KindFor(gr.WithVersion(""))
+		if err != nil || gvk.Group != kubeapi.GroupVersion.Group || gvk.Kind != "Task" {
+			t.Errorf("kubectl get %s names %v (%v), want lardon3d.io's Task", arg, gvk, err)
+		}
+	}
+	grs, _ := restmapper.NewDiscoveryCategoryExpander(memory.NewMemCacheClient(dc)).Expand("lardon3d")
+	if len(grs) != 1 || grs[0] != (schema.GroupResource{Group: kubeapi.GroupVersion.Group, Resource: "tasks"}) {
+		t.Errorf("kubectl get lardon3d names %v, want tasks.lardon3d.io alone", grs)
+	}
+	gvk, err := mapper.KindFor(schema.GroupVersionResource{Resource: "tasks"})
+	t.Logf("plain `tasks` names %v (%v): use tasks.lardon3d.io or ltask", gvk, err)
 }

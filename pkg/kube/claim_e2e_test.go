@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -249,7 +250,10 @@ func TestDeployManifestsGrantWhatANodeNeeds(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, f := range []string{"rbac.yaml", "daemonset.yaml"} {
+	for _, f := range kustomizationResources(t) {
+		if strings.HasPrefix(f, "crd/") {
+			continue // installed by kubetest
+		}
 		data, err := os.ReadFile(filepath.Join(kubetest.RepoRoot(t), "deploy", f))
 		if err != nil {
 			t.Fatal(err)
@@ -308,6 +312,17 @@ func TestDeployManifestsGrantWhatANodeNeeds(t *testing.T) {
 			t.Fatalf("the node cannot beat its lease: %v", err)
 		}
 	}
+	if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var node corev1.Node
+	if err := sa.Get(ctx, ctrlclient.ObjectKey{Name: "node-a"}, &node); err != nil {
+		t.Errorf("the node cannot read its Node (a cordon): %v", err)
+	}
+	node.Spec.Unschedulable = true
+	if err := sa.Update(ctx, &node); !apierrors.IsForbidden(err) {
+		t.Errorf("the node changed a Node: %v", err)
+	}
 	task.Spec.Retries = 7
 	if err := sa.Update(ctx, &task); !apierrors.IsForbidden(err) {
 		t.Errorf("the node changed a spec: %v", err)
@@ -317,4 +332,42 @@ func TestDeployManifestsGrantWhatANodeNeeds(t *testing.T) {
 	if err := sa.Create(ctx, extra); !apierrors.IsForbidden(err) {
 		t.Errorf("the node created a task: %v", err)
 	}
+}
+
+// kustomizationResources are the files deploy/kustomization.yaml lists
+// (`kubectl apply -k deploy/`); it fails the test unless they are exactly
+// deploy's manifests.
+func kustomizationResources(t *testing.T) []string {
+	t.Helper()
+	dir := filepath.Join(kubetest.RepoRoot(t), "deploy")
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+	}
+	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+		t.Fatalf("deploy/kustomization.yaml: %v", err)
+	}
+	var want []string
+	for _, pattern := range []string{"*.yaml", "crd/*.yaml"} {
+		m, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m {
+			if rel, _ := filepath.Rel(dir, f); rel != "kustomization.yaml" {
+				want = append(want, rel)
+			}
+		}
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(k.Resources))
+	if k.Kind != "Kustomization" || !slices.Equal(got, want) {
+		t.Fatalf("deploy/kustomization.yaml lists %v (kind %q), want every manifest of deploy/: %v", got, k.Kind, want)
+	}
+	return k.Resources
 }
