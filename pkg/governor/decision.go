@@ -23,6 +23,9 @@ type Decision struct {
 	// Threads, for the message.
 	BatchRequested   int64
 	ThreadsRequested int
+	// ItemsLeft echoes the estimate's (the message says in how many
+	// batches they run).
+	ItemsLeft int64
 	// Signal and Threshold are the deferring signal's value and limit on
 	// LoadHigh (load average), CPUPressure and IOPressure (PSI some,
 	// percent).

@@ -87,8 +87,10 @@
 //     min(wished, free threads), lowered towards minThreads only when
 //     batch.min does not fit; the batch is then the largest n in [min, max]
 //     with fixed + perItem·n + perThread·threads within every budget,
-//     computed by division. Admit when n = max and threads = wished, else
-//     ReduceBatch.
+//     computed by division, then evened out over the estimate's ItemsLeft
+//     (evenBatch: as many batches as n would take, of equal sizes, never
+//     under min). Admit when n is max (evened out) and threads = wished,
+//     else ReduceBatch.
 //
 // A GPU demand holds at least one GPU slot. On a unified-memory GPU its GPU
 // costs join the RAM costs in the RAM envelope; on a dedicated GPU they go

@@ -82,7 +82,7 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 	minT := max(e.MinThreads, 1)
 	d := Decision{
 		Batch: e.BatchMin, Threads: minT, Reservations: g.mu.active,
-		BatchRequested: e.BatchMax, ThreadsRequested: e.Threads,
+		BatchRequested: e.BatchMax, ThreadsRequested: e.Threads, ItemsLeft: e.ItemsLeft,
 	}
 	p := plan{gpu: -1, vol: -1}
 	wait := func(r Reason, b Budget, need, free, margin int64) (Decision, plan) {
@@ -285,7 +285,7 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 	}
 	d.Batch, d.Threads = f.batch, f.threads
 	d.Need, d.Free, d.Margin = f.memory, max(memFree, 0), g.mu.memMargin
-	if f.batch == e.BatchMax && f.threads == e.Threads {
+	if f.batch == evenBatch(e.BatchMax, e.BatchMin, e.ItemsLeft) && f.threads == e.Threads {
 		d.Verdict, d.Reason = Admit, ReasonFits
 	} else {
 		d.Verdict, d.Reason = ReduceBatch, ReasonBatchReduced
@@ -374,12 +374,26 @@ func fit(e *Estimate, minT, tcap int, memFree int64, unified, dedicated bool, gp
 	if dedicated && e.PerItemGPUMemory > 0 {
 		n = min(n, (gpuFree-e.FixedGPUMemory)/e.PerItemGPUMemory)
 	}
+	n = evenBatch(n, e.BatchMin, e.ItemsLeft)
 	f.batch, f.threads = n, t
 	f.memory, _ = mulAdd(used, perItem, n)
 	if dedicated {
 		f.gpuMemory, _ = mulAdd(e.FixedGPUMemory, e.PerItemGPUMemory, n)
 	}
 	return f
+}
+
+// evenBatch is the batch, at most n items and at least min, that runs
+// left items in as many batches as n does, of sizes as equal as can be:
+// a tail (62 + 2) pays a batch's fixed costs for a few items, holds the
+// memory of the large batch meanwhile, and ends the task later than two
+// even halves run side by side. left <= n, or left unknown (0): n.
+func evenBatch(n, min, left int64) int64 {
+	if n < 1 || left <= n {
+		return n
+	}
+	batches := (left + n - 1) / n
+	return max((left+batches-1)/batches, min)
 }
 
 // scratchBetter orders scratch volumes: those where the lease fits first,

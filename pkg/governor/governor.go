@@ -537,13 +537,13 @@ func (g *Governor) Reserve(e Estimate) (Decision, Reservation, bool) {
 		}
 		return d, Reservation{}, false
 	}
-	r := g.lockedCommit(&p, e.BatchMax, now)
+	r := g.lockedCommit(&p, &e, now)
 	return d, r, true
 }
 
 // lockedCommit records a plan as an active reservation.
 // REQUIRES: g.mu held; p fits every budget (lockedDecide said so).
-func (g *Governor) lockedCommit(p *plan, requested int64, now time.Time) Reservation {
+func (g *Governor) lockedCommit(p *plan, e *Estimate, now time.Time) Reservation {
 	id := g.mu.nextID
 	g.mu.nextID++
 	var idx int32
@@ -566,7 +566,7 @@ func (g *Governor) lockedCommit(p *plan, requested int64, now time.Time) Reserva
 	g.mu.active++
 	g.mu.gateHeldSince = time.Time{}
 	c := Contract{
-		Batch: p.batch, BatchRequested: requested, Threads: p.threads,
+		Batch: p.batch, BatchRequested: e.BatchMax, ItemsLeft: e.ItemsLeft, Threads: p.threads,
 		MemoryBytes: p.memory, GPUMemoryBytes: p.gpuMemory,
 		IOSlots: p.io, GPUSlots: p.gpuSlots, ScratchBytes: p.scratch,
 		Generation: g.mu.generation, GrantedAt: now,

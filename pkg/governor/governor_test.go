@@ -64,6 +64,24 @@ func TestDecideTable(t *testing.T) {
 			}),
 			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 37, threads: 2,
 			msg: "granted batch 37 of 128 at 2 threads, 3.2GiB"},
+		// 62 of the 64 items left fit: two even batches, not 62 + 2.
+		{name: "a tail is evened out", snap: snap(func(s *Snapshot) { s.MemAvailable = 512*Mi + 100*Mi + 62*10*Mi }),
+			e:       est(func(e *Estimate) { e.BatchMax, e.ItemsLeft = 64, 64 }),
+			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 32, threads: 1,
+			msg: "granted batch 32 of 64 (64 items left, 2 even batches) at 1 thread, 420.0MiB"},
+		// The batch asked (30) fits; 64 items left run in three batches of 22 or
+		// fewer (22 + 21 + 21, evened again at each boundary),
+		// as asked: not a reduction.
+		{name: "batch.max evened out over the items left", snap: snap(nil),
+			e:       est(func(e *Estimate) { e.BatchMax, e.ItemsLeft = 30, 64 }),
+			verdict: Admit, reason: ReasonFits, batch: 22, threads: 1,
+			msg: "granted batch 22 of 30 (64 items left, 3 even batches)"},
+		{name: "an even split never goes under batch.min", snap: snap(func(s *Snapshot) { s.MemAvailable = 512*Mi + 100*Mi + 62*10*Mi }),
+			e:       est(func(e *Estimate) { e.BatchMin, e.BatchMax, e.ItemsLeft = 40, 64, 64 }),
+			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 40, threads: 1},
+		{name: "items left not said: the largest batch", snap: snap(func(s *Snapshot) { s.MemAvailable = 512*Mi + 100*Mi + 62*10*Mi }),
+			e:       est(func(e *Estimate) { e.BatchMax = 64 }),
+			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 62, threads: 1},
 		{name: "threads lowered before waiting", snap: snap(func(s *Snapshot) { s.MemAvailable = 762 * Mi }),
 			e:       est(func(e *Estimate) { e.FixedMemory, e.PerItemMemory, e.PerThreadMemory, e.Threads = 28*Mi, 0, 87*Mi, 3 }),
 			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 10, threads: 2, // 250Mi free: 28Mi + 2·87Mi

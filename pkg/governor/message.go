@@ -73,6 +73,7 @@ func (d Decision) Message() string {
 		b = strconv.AppendInt(b, d.Batch, 10)
 		b = append(b, " of "...)
 		b = strconv.AppendInt(b, d.BatchRequested, 10)
+		b = appendSplit(b, d.Batch, d.ItemsLeft)
 		b = append(b, " at "...)
 		b = plural(b, int64(d.Threads), "thread")
 		if d.Threads != d.ThreadsRequested {
@@ -236,3 +237,21 @@ func budgetUnit(b Budget) string {
 	}
 	return "unit"
 }
+
+// appendSplit appends, when the items left take more than one batch of
+// size batch, " (N items left, K batches)": the batch was evened out.
+func appendSplit(b []byte, batch, left int64) []byte {
+	if batch < 1 || left <= batch {
+		return b
+	}
+	b = append(b, " ("...)
+	b = plural(b, left, "item")
+	b = append(b, " left, "...)
+	b = plural(b, (left+batch-1)/batch, "even batch")
+	return append(b, ')')
+}
+
+// SplitNote says, for a contract, in how many even batches the items left
+// run (empty when one batch takes them all): what describe shows of why a
+// batch was sized so.
+func SplitNote(c Contract) string { return string(appendSplit(nil, c.Batch, c.ItemsLeft)) }

@@ -21,6 +21,11 @@ type Estimate struct {
 	BatchMin int64
 	// BatchMax is the largest batch wished (>= BatchMin).
 	BatchMax int64
+	// ItemsLeft is how many items the task has left (0: not said). A batch
+	// smaller than that is evened out: the items left run in as many
+	// batches as the largest batch that fits would take, of equal sizes
+	// (64 items where 62 fit run as 32 + 32, not 62 + 2).
+	ItemsLeft int64
 	// Threads is the number of threads wished (>= 1).
 	Threads int
 	// MinThreads is the fewest threads acceptable (1 <= MinThreads <= Threads).
@@ -212,6 +217,8 @@ const (
 type Contract struct {
 	// Batch granted and BatchRequested (the estimate's BatchMax).
 	Batch, BatchRequested int64
+	// ItemsLeft echoes the estimate's: the items the task had left.
+	ItemsLeft int64
 	// Threads granted.
 	Threads int
 	// MemoryBytes reserved from the RAM budget (includes unified GPU memory).

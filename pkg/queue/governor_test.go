@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -108,5 +109,58 @@ func TestWithRealGovernor(t *testing.T) {
 		if st := stateOf(q, n); st.ItemsDone != 8 {
 			t.Errorf("%s: %d items done", n, st.ItemsDone)
 		}
+	}
+}
+
+// TestTailsAreEvenedOutWithRealGovernor: a task of 64 items of which 62
+// fit runs as two batches of 32 (not 62 + 2), and one of 64 items with
+// batch.max 30 as 22 + 21 + 21 (evened again at each boundary), through
+// the real governor: the queue tells it the items left.
+func TestTailsAreEvenedOutWithRealGovernor(t *testing.T) {
+	const mi = 1 << 20
+	for _, tc := range []struct {
+		name     string
+		capacity int64
+		batchMax int64
+		want     []int64
+	}{
+		{"memory fits 62 of 64", 10*mi + 62*mi, 64, []int64{32, 32}},
+		{"batch.max 30 of 64", 1024 * mi, 30, []int64{22, 21, 21}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := governor.New(governor.Config{MemoryCapacity: tc.capacity, MemoryReserved: -1, CPUsReserved: -1,
+				LoadThreshold: -1, IOPressureThreshold: -1, IOSlots: -1})
+			adm := govAdmitter{g, governor.Snapshot{MemTotal: 8192 * mi, MemAvailable: 8192 * mi, CPUs: 8}}
+			run := &fakeRunner{}
+			obs := &recorder{}
+			q := New(Config{}, adm, run, obs)
+			var mu sync.Mutex
+			var sizes []int64
+			run.onStart = func(fb *fakeBatch) {
+				mu.Lock()
+				sizes = append(sizes, fb.b.Size)
+				mu.Unlock()
+				go fb.ok()
+			}
+			if err := q.Upsert(Task{Name: "a", ItemsTotal: 64, Estimate: governor.Estimate{
+				Class: "features", PerItemMemory: mi, FixedMemory: 10 * mi,
+				BatchMin: 1, BatchMax: tc.batchMax, Threads: 1, MinThreads: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			runDone := make(chan error, 1)
+			go func() { runDone <- q.Run(ctx) }()
+			obs.waitPhase(t, "a", v1alpha1.PhaseDone)
+			if err := q.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			<-runDone
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(sizes, tc.want) {
+				t.Errorf("batches %v, want %v", sizes, tc.want)
+			}
+		})
 	}
 }

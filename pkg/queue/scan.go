@@ -401,8 +401,8 @@ func admitMessage(d governor.Decision, c governor.Contract) string {
 // ContractMessage says what a contract grants, for people: the one wording
 // of an admission in events, conditions and logs.
 func ContractMessage(c governor.Contract) string {
-	return fmt.Sprintf("batch %d of %d asked, %s, %s reserved",
-		c.Batch, c.BatchRequested, governor.Count(int64(c.Threads), "thread"), governor.FormatBytes(c.MemoryBytes))
+	return fmt.Sprintf("batch %d of %d asked%s, %s, %s reserved",
+		c.Batch, c.BatchRequested, governor.SplitNote(c), governor.Count(int64(c.Threads), "thread"), governor.FormatBytes(c.MemoryBytes))
 }
 
 // lockedEstimate is the task's estimate (the Learner's for a task not in
@@ -418,13 +418,17 @@ func (q *Queue) lockedEstimate(e *entry) governor.Estimate {
 }
 
 // cappedEstimate caps est by the items e has left (and its cap after a
-// kill for memory).
+// kill for memory), and tells the governor how many are left: it evens
+// the batches out.
 func (q *Queue) cappedEstimate(e *entry, est governor.Estimate) governor.Estimate {
-	hi := e.task.ItemsTotal - e.task.ItemsDone
+	left := e.task.ItemsTotal - e.task.ItemsDone
+	hi := left
 	if e.memCap > 0 && e.memCap < hi {
 		hi = e.memCap
 	}
-	return est.CappedAt(hi)
+	est = est.CappedAt(hi)
+	est.ItemsLeft = left
+	return est
 }
 
 // learns reports whether a kill for memory of e is handed to the Learner
