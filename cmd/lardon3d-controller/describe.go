@@ -338,7 +338,7 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 		fmt.Fprintf(tw, "Suggested:\t%s%s\n", reconcile.ResourcesBlock(e.Costs), note)
 	}
 	if e.EfficientBatch > 0 {
-		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item; suggested batch.max %d (or --batch-policy efficient)\n", e.EfficientBatch, e.EfficientBatch)
+		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item: capped at %d (--batch-policy efficient, the default; largest lifts the cap)\n", e.EfficientBatch, e.EfficientBatch)
 	}
 }
 

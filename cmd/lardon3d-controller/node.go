@@ -88,7 +88,7 @@ ServiceAccount, see deploy/).`,
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled (a fenced task's batches are cancelled at once)")
 	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch: auto, required or off (as for run)")
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path under which the batches' cgroups are created (default: the agent's own cgroup)")
-	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchLargest, "which batch among those that fit: largest or efficient (as for run)")
+	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchEfficient, "which batch among those that fit: efficient or largest (as for run)")
 	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate reserves (as for run)")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz (the process answers) and /readyz (ready once its Tasks are listed) on this address, e.g. :9464 (the DaemonSet's probes)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -312,7 +312,7 @@ serves other users' spools and runs each task as the spool's owner.
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled")
 	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch, so the kernel enforces its memory limit and kills every process it started: auto (use them where the machine allows, else the RSS sampler, with a warning), required (refuse to start without), off")
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path (as in /proc/self/cgroup) under which the batches' cgroups are created (default: the controller's own cgroup)")
-	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchLargest, "which batch among those that fit: largest, or efficient (the least predicted time per item, once a profile's batches showed larger ones cost more per item)")
+	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchEfficient, "which batch among those that fit: efficient (the least predicted time per item, once a profile's batches showed larger ones cost more per item; until then the largest) or largest")
 	f.StringVar(&provisional, "provisional-memory", "25%", "what the first batch of a task with no estimate and no history reserves: a share of the memory capacity (25%) or a quantity (1Gi), clamped to what is free")
 	f.Int64Var(&pidsMax, "pids-max", runner.DefaultPidsMax, "most processes and threads one batch may have at once (its cgroup's pids.max, where the pids controller is available): a fork bomb stops there; 0: no bound")
 	f.StringVar(&logMaxSize, "log-max-size", "32Mi", "cap of each task's log: beyond it, the log's content moves to LOG.1 (replacing what was there) and the log starts again; 0: no cap")

@@ -63,9 +63,10 @@ type Config struct {
 	// instead.
 	ProvisionalFraction float64
 	ProvisionalBytes    int64
-	// BatchPolicy chooses among the batches that fit: BatchLargest (the
-	// default) or BatchEfficient (the least predicted time per item, once
-	// a profile's batches showed larger ones cost more per item).
+	// BatchPolicy chooses among the batches that fit: BatchEfficient (the
+	// default, "" included: the least predicted time per item, once a
+	// profile's batches showed larger ones cost more per item; the largest
+	// until then) or BatchLargest.
 	BatchPolicy string
 	// HistoryPath is the learned history's store, shared by every spool
 	// of a Host (default: the first spool's STATE/history.db).

@@ -109,7 +109,7 @@ func NewHost(cfg Config, deps Deps) *Host {
 	l := &learner{
 		book: h.book, gov: deps.Governor,
 		provisional: cfg.ProvisionalFraction, provisionalBytes: cfg.ProvisionalBytes,
-		efficient: cfg.BatchPolicy == BatchEfficient,
+		efficient: cfg.BatchPolicy != BatchLargest,
 		persist:   h.persist,
 		now:       time.Now,
 	}

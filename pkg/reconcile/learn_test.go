@@ -224,8 +224,8 @@ func TestSuggestedQuantityRoundsUpToAPersonsUnit(t *testing.T) {
 	}
 }
 
-// --batch-policy efficient caps the batch at the profile's efficient size;
-// the default policy does not.
+// --batch-policy efficient (the default) caps the batch at the profile's
+// efficient size; largest does not.
 func TestLearnerBatchPolicy(t *testing.T) {
 	for _, efficient := range []bool{false, true} {
 		l := newTestLearner(4096 * mi)
