@@ -179,14 +179,16 @@ func TestNodeCutOffStopsItsBatchesBeforeTakeover(t *testing.T) {
 	if lastA >= firstB {
 		t.Errorf("node-a wrote %v after node-b's first write: both ran the task at once", time.Duration(lastA-firstB))
 	}
-	// The renew deadline is 2 s of the 3 s lease: the batch is stopped
-	// by then, give or take a tick (the last renewal started before the
-	// cut).
-	if limit := cutAt.Add(2*time.Second + 500*time.Millisecond).UnixNano(); lastA > limit {
+	// The renew deadline is 2 s of the 3 s lease, counted from the last
+	// renewal, which started at most a renew period (400 ms) before the
+	// cut: the batch is stopped by then, give or take a tick, and before
+	// any node could see the Lease expire (3 s after that renewal).
+	limit := cutAt.Add(2*time.Second + 500*time.Millisecond).UnixNano()
+	if lastA > limit {
 		t.Errorf("node-a wrote %v after the cut, past its renew deadline", time.Duration(lastA-cutAt.UnixNano()))
 	}
 	for _, r := range f.runs() {
-		if r.node == "node-a" && r.to > cutAt.Add(2*time.Second+500*time.Millisecond).UnixNano() {
+		if r.node == "node-a" && r.to > limit {
 			t.Errorf("node-a's batch %s@%d ended %v after the cut: it was resumed", r.task, r.start, time.Duration(r.to-cutAt.UnixNano()))
 		}
 	}
