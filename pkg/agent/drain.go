@@ -126,49 +126,52 @@ func (s *Source) cordonedBy(n *corev1.Node) string {
 // worker holds it, and the last status written says so (Pending, or
 // ended; its progress is on the server). Run's goroutine only.
 func (s *Source) releaseDrained(ctx context.Context) {
-	type candidate struct {
-		path string
-		h    *held
-		obj  *kubeapi.Task
-		seq  int64
+	atBoundary := func(h *held) bool {
+		return h.phase == "" || h.phase == v1alpha1.PhasePending || v1alpha1.IsTerminal(h.phase)
 	}
-	var cands []candidate
-	s.mu.Lock()
-	for path, h := range s.mu.held {
-		if h.phase == "" || h.phase == v1alpha1.PhasePending || v1alpha1.IsTerminal(h.phase) {
-			cands = append(cands, candidate{path, h, h.obj.DeepCopy(), h.seq})
-		}
-	}
-	s.mu.Unlock()
-	for _, c := range cands {
+	for _, c := range s.heldNow(atBoundary) {
 		if s.drainer != nil && s.drainer.Holds(CoreName(c.obj.Namespace, c.obj.Name)) {
 			continue
 		}
-		s.release(ctx, c.path, c.h, c.obj, c.seq)
+		s.release(ctx, c)
 	}
 }
 
 // ReleaseAll lets go of every task still held, once the reconciler
 // stopped (its batches ended, its last statuses written).
 func (s *Source) ReleaseAll(ctx context.Context) {
+	for _, c := range s.heldNow(nil) {
+		s.release(ctx, c)
+	}
+}
+
+// heldCopy is a task held, as read under s.mu: obj is a copy of the last
+// version written or claimed.
+type heldCopy struct {
+	path string
+	h    *held
+	obj  *kubeapi.Task
+	seq  int64
+}
+
+// heldNow copies the tasks held that keep accepts (every one when nil).
+func (s *Source) heldNow(keep func(*held) bool) []heldCopy {
 	s.mu.Lock()
-	held := make(map[string]*held, len(s.mu.held))
+	defer s.mu.Unlock()
+	var out []heldCopy
 	for path, h := range s.mu.held {
-		held[path] = h
+		if keep == nil || keep(h) {
+			out = append(out, heldCopy{path, h, h.obj.DeepCopy(), h.seq})
+		}
 	}
-	s.mu.Unlock()
-	for path, h := range held {
-		s.mu.Lock()
-		obj, seq := h.obj.DeepCopy(), h.seq
-		s.mu.Unlock()
-		s.release(ctx, path, h, obj, seq)
-	}
+	return out
 }
 
 // release lets go of the task at path, held as h under claim seq: a
 // conditional write (kube.Claimer.Release); the reconciler is told it is
 // gone.
-func (s *Source) release(ctx context.Context, path string, h *held, obj *kubeapi.Task, seq int64) {
+func (s *Source) release(ctx context.Context, c heldCopy) {
+	path, obj, seq := c.path, c.obj, c.seq
 	err := s.claimer.Release(ctx, obj, seq)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,7 +180,7 @@ func (s *Source) release(ctx context.Context, path string, h *held, obj *kubeapi
 		s.lockedFence(path, seq, err.Error())
 	case err != nil:
 		s.log.Warn().Str("task", path).Err(err).Msg("release failed; tried again")
-	case s.mu.held[path] == h:
+	case s.mu.held[path] == c.h:
 		delete(s.mu.held, path)
 		s.push(spool.Event{Type: spool.Deleted, Path: path})
 		msg := fmt.Sprintf("node %s let it go at a batch boundary (claim %d), %d items committed: any node may claim it", s.cfg.Node, seq, obj.Status.Progress.ItemsDone)

@@ -90,43 +90,35 @@ func (s *Source) fence(now, renewed time.Time) {
 // claim now is dropped (its batches are killed). A task that cannot be
 // read keeps the fence, tried again at the next tick.
 func (s *Source) unfence(ctx context.Context) {
-	s.mu.Lock()
-	seqs := make(map[string]int64, len(s.mu.held))
-	for path, h := range s.mu.held {
-		seqs[path] = h.seq
-	}
-	s.mu.Unlock()
-	fresh := make(map[string]*kubeapi.Task, len(seqs))
-	for path := range seqs {
-		h := s.heldTask(path)
-		if h == nil {
-			continue
-		}
+	held := s.heldNow(nil)
+	fresh := make(map[string]*kubeapi.Task, len(held))
+	for _, c := range held {
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.RenewDeadline)
 		var t kubeapi.Task
-		err := s.client.Get(rctx, ctrlclient.ObjectKeyFromObject(h), &t)
+		err := s.client.Get(rctx, ctrlclient.ObjectKeyFromObject(c.obj), &t)
 		cancel()
 		if err != nil && !apierrors.IsNotFound(err) {
-			s.log.Warn().Str("task", path).Err(err).Msg("fenced task not readable; its batches stay stopped")
+			s.log.Warn().Str("task", c.path).Err(err).Msg("fenced task not readable; its batches stay stopped")
 			return
 		}
 		if err == nil {
-			fresh[path] = &t
+			fresh[c.path] = &t
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for path, seq := range seqs {
+	for _, c := range held {
+		path, seq := c.path, c.seq
 		h := s.mu.held[path]
-		if h == nil || h.seq != seq {
-			continue
+		if h != c.h {
+			continue // dropped or claimed again meanwhile
 		}
 		t := fresh[path]
 		switch {
 		case t == nil:
 			delete(s.mu.held, path)
 			s.push(spool.Event{Type: spool.Deleted, Path: path})
-		case t.Status.Claim == nil || t.Status.Claim.Node != s.cfg.Node || t.Status.Claim.Seq != seq:
+		case !s.claimer.Holds(t, seq):
 			s.lockedFence(path, seq, "taken over while this node could not renew its Lease")
 		default:
 			h.gen, h.presented = t.Generation, t
@@ -139,17 +131,6 @@ func (s *Source) unfence(ctx context.Context) {
 	}
 	s.mu.fencedAt = time.Time{}
 	signal(s.kick)
-}
-
-// heldTask is the last version of the task at path this node wrote or
-// claimed, nil when it holds none.
-func (s *Source) heldTask(path string) *kubeapi.Task {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.mu.held[path]; h != nil {
-		return h.obj
-	}
-	return nil
 }
 
 // haltTakeovers reports whether takeovers from other nodes are halted:

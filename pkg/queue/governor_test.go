@@ -34,18 +34,23 @@ func (a govAdmitter) Release(r Reservation) error {
 
 var _ Admitter = govAdmitter{}
 
+// realGovernorQueue is a queue over the fake runner and a real governor
+// of capacity bytes, on an 8 GiB, 8-CPU machine, no margin nor gate.
+func realGovernorQueue(capacity int64) (*Queue, *governor.Governor, *fakeRunner, *recorder) {
+	g := governor.New(governor.Config{MemoryCapacity: capacity, MemoryReserved: -1, CPUsReserved: -1,
+		LoadThreshold: -1, IOPressureThreshold: -1, IOSlots: -1})
+	adm := govAdmitter{g, governor.Snapshot{MemTotal: 8 << 30, MemAvailable: 8 << 30, CPUs: 8}}
+	run, obs := &fakeRunner{}, &recorder{}
+	return New(Config{}, adm, run, obs), g, run, obs
+}
+
 // TestWithRealGovernor runs tasks that cannot all fit at once through the
 // real governor: every batch starts under the task's own active
 // reservation, reservations never exceed the RAM budget, and at the end
 // none is left.
 func TestWithRealGovernor(t *testing.T) {
 	const mi = 1 << 20
-	g := governor.New(governor.Config{MemoryCapacity: 1024 * mi, MemoryReserved: -1, CPUsReserved: -1,
-		LoadThreshold: -1, IOPressureThreshold: -1, IOSlots: -1})
-	adm := govAdmitter{g, governor.Snapshot{MemTotal: 8192 * mi, MemAvailable: 8192 * mi, CPUs: 8}}
-	run := &fakeRunner{}
-	obs := &recorder{}
-	q := New(Config{}, adm, run, obs)
+	q, g, run, obs := realGovernorQueue(1024 * mi)
 
 	var mu sync.Mutex
 	var bad []string
@@ -128,12 +133,7 @@ func TestTailsAreEvenedOutWithRealGovernor(t *testing.T) {
 		{"batch.max 30 of 64", 1024 * mi, 30, []int64{22, 21, 21}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := governor.New(governor.Config{MemoryCapacity: tc.capacity, MemoryReserved: -1, CPUsReserved: -1,
-				LoadThreshold: -1, IOPressureThreshold: -1, IOSlots: -1})
-			adm := govAdmitter{g, governor.Snapshot{MemTotal: 8192 * mi, MemAvailable: 8192 * mi, CPUs: 8}}
-			run := &fakeRunner{}
-			obs := &recorder{}
-			q := New(Config{}, adm, run, obs)
+			q, _, run, obs := realGovernorQueue(tc.capacity)
 			var mu sync.Mutex
 			var sizes []int64
 			run.onStart = func(fb *fakeBatch) {
