@@ -46,24 +46,25 @@ build_in_module() {
   mv -f "$out.tmp.$$" "$out"
 }
 
-# kube-apiserver: a module that imports k8s.io/kubernetes/cmd/kube-apiserver,
-# with every k8s.io staging module replaced by its published v0.X.Y.
-build_apiserver() {
-  local out=$1 dir staging gomod
-  dir="$WORK/kube-apiserver"
+# build_kube_cmd CMD OUT: builds k8s.io/kubernetes/cmd/CMD (kube-apiserver,
+# kubelet) in a throwaway module that imports it, with every k8s.io staging
+# module replaced by its published v0.X.Y.
+build_kube_cmd() {
+  local cmd=$1 out=$2 dir staging gomod
+  dir="$WORK/$cmd"
   mkdir -p "$dir"
   staging="v0${KUBE_VERSION#v1}"   # v1.34.2 -> v0.34.2
   cat >"$dir/go.mod" <<EOF
-module lardon3d.invalid/kubeapiserver
+module lardon3d.invalid/${cmd//-/}
 
 go 1.24
 EOF
-  cat >"$dir/tools.go" <<'EOF'
+  cat >"$dir/tools.go" <<EOF
 //go:build tools
 
-package kubeapiserver
+package ${cmd//-/}
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import _ "k8s.io/kubernetes/cmd/$cmd"
 EOF
   # k8s.io/kubernetes' go.mod says which staging modules it replaces.
   gomod=$(cd "$dir" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" |
@@ -76,8 +77,10 @@ EOF
       go mod edit -replace="$m=$m@$staging"
     done
   )
-  build_in_module "$dir" "$out" k8s.io/kubernetes/cmd/kube-apiserver
+  build_in_module "$dir" "$out" "k8s.io/kubernetes/cmd/$cmd"
 }
+build_apiserver() { build_kube_cmd kube-apiserver "$1"; }
+build_kubelet() { build_kube_cmd kubelet "$1"; }
 
 # etcd: the server module's own main package.
 build_etcd() {
@@ -117,10 +120,12 @@ ensure() {
 
 ensure kube-apiserver "$KUBE_VERSION" build_apiserver
 ensure etcd "$ETCD_VERSION" build_etcd
+ensure kubelet "$KUBE_VERSION" build_kubelet
 
 # One directory holding both, as envtest wants it.
 assets="$CACHE/assets-kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 mkdir -p "$assets"
 ln -sfn "$CACHE/kube-apiserver-$KUBE_VERSION/kube-apiserver" "$assets/kube-apiserver"
 ln -sfn "$CACHE/etcd-$ETCD_VERSION/etcd" "$assets/etcd"
+ln -sfn "$CACHE/kubelet-$KUBE_VERSION/kubelet" "$assets/kubelet"
 echo "$assets"

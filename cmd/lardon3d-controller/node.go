@@ -22,16 +22,22 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/agent"
+	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
 	"github.com/lardon3d/lardon3d-controller/pkg/metrics"
+	"github.com/lardon3d/lardon3d-controller/pkg/podrunner"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
@@ -57,6 +63,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 		provisional    string
 		metricsAddr    string
 		batchPolicy    string
+		executor       string
 	)
 	cmd := &cobra.Command{
 		Use:   "node",
@@ -86,6 +93,7 @@ ServiceAccount, see deploy/).`,
 	f.StringVar(&stateDir, "state-dir", "", "where this node's logs, items files and history go (required)")
 	f.StringVar(&dataDir, "data-dir", ".", "directory relative spec.items paths are resolved against (the data shared with the other nodes)")
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled (a fenced task's batches are cancelled at once)")
+	f.StringVar(&executor, "executor", executorPod, "how a batch runs: pod (a Pod bound to this node, its limits the contract, its image spec.pod.image) or process (a process of the agent's own machine, as the spool mode runs it)")
 	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch: auto, required or off (as for run)")
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path under which the batches' cgroups are created (default: the agent's own cgroup)")
 	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchEfficient, "which batch among those that fit: efficient or largest (as for run)")
@@ -103,6 +111,9 @@ ServiceAccount, see deploy/).`,
 		}
 		if batchPolicy != reconcile.BatchLargest && batchPolicy != reconcile.BatchEfficient {
 			return usage(fmt.Errorf("--batch-policy %q: want largest or efficient", batchPolicy))
+		}
+		if executor != executorPod && executor != executorProcess {
+			return usage(fmt.Errorf("--executor %q: want pod or process", executor))
 		}
 		if stateDir == "" {
 			return usage(errors.New("--state-dir is required: this node's logs, items files and history go there"))
@@ -155,11 +166,14 @@ ServiceAccount, see deploy/).`,
 			return usage(err)
 		}
 		defer lock.Unlock()
-		cgroups, err := openCgroups(cgroupMode, cgroupParent, stateDir, log)
-		if err != nil {
-			return usage(err)
+		var cgroups *cgroup.Tree
+		if executor == executorProcess {
+			// A Pod's cgroup is the kubelet's.
+			if cgroups, err = openCgroups(cgroupMode, cgroupParent, stateDir, log); err != nil {
+				return usage(err)
+			}
+			defer removeCgroups(cgroups, log) // once Run returned: every batch's group is gone
 		}
-		defer removeCgroups(cgroups, log) // once Run returned: every batch's group is gone
 		leases := scratch.New(data, bc.ScratchDirs, log)
 		gov, snapshot, err := newMachine(bc, leases.Prefix())
 		if err != nil {
@@ -190,6 +204,25 @@ ServiceAccount, see deploy/).`,
 		if err != nil {
 			return usage(err)
 		}
+		var exec runner.Executor
+		if executor == executorPod {
+			pods, err := newPodExecutor(cfg, scheme, nodeName)
+			if err != nil {
+				return usage(err)
+			}
+			// What a previous agent of this node left runs again from
+			// its committed progress: its Pods go first.
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			n, err := pods.Cleanup(cctx)
+			ccancel()
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			if n > 0 {
+				log.Warn().Int("pods", n).Msg("deleted the batch Pods a previous agent of this node left")
+			}
+			exec = pods
+		}
 		qcfg := queue.Config{}
 		if bc.MaxParallel != nil {
 			qcfg.MaxParallel = *bc.MaxParallel
@@ -206,7 +239,7 @@ ServiceAccount, see deploy/).`,
 			// Progress is committed in the Task before the next batch
 			// starts: a lost node loses only its batches in flight.
 			CommitBeforeNextBatch: true,
-		}, reconcile.Deps{Spool: src, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
+		}, reconcile.Deps{Spool: src, Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Executor: exec, Metrics: m, Logger: log})
 		src.UseDrainer(ctrl)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -227,6 +260,36 @@ ServiceAccount, see deploy/).`,
 		return nil
 	}
 	return cmd
+}
+
+// The node agent's executors (--executor).
+const (
+	executorPod     = "pod"
+	executorProcess = "process"
+)
+
+// newPodExecutor runs each batch as a Pod bound to node, owned by its Task.
+func newPodExecutor(cfg *rest.Config, scheme *kruntime.Scheme, node string) (*podrunner.Pods, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &podrunner.Pods{
+		Client:    cs,
+		Node:      node,
+		SplitName: agent.SplitCoreName,
+		Owner: func(ctx context.Context, namespace, name string) (types.UID, error) {
+			var t kubeapi.Task
+			if err := c.Get(ctx, ctrlclient.ObjectKey{Namespace: namespace, Name: name}, &t); err != nil {
+				return "", err
+			}
+			return t.UID, nil
+		},
+	}, nil
 }
 
 // drainOnSignal, on the first signal, drains the agent: no new claim, no

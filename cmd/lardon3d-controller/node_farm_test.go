@@ -111,7 +111,7 @@ func (f *farm) start(name string, extra ...string) *nodeAgent {
 	logPath := filepath.Join(f.dir, name+".log")
 	args := append([]string{"node", "--kubeconfig", f.kubeconfig, "--node-name", name,
 		"--state-dir", state, "--data-dir", f.dir, "--lease-duration", "2s", "--kill-grace", "1s",
-		"--cgroups", "off", "--log-format", "json", "--log-level", "debug",
+		"--cgroups", "off", "--executor", "process", "--log-format", "json", "--log-level", "debug",
 		"--memory-reserved", "-1", "--load-threshold", "-1", "--io-pressure-threshold", "-1"}, extra...)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

@@ -414,6 +414,13 @@ func Path(namespace, name string) string { return namespace + "/" + name }
 // environment (LARDON3D_TASK): "namespace.name".
 func CoreName(namespace, name string) string { return namespace + "." + name }
 
+// SplitCoreName is CoreName's inverse: a namespace holds no dot, so the
+// first one ends it.
+func SplitCoreName(core string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(core, ".")
+	return namespace, name, ok && namespace != "" && name != ""
+}
+
 // pass looks at every task once: drops what this node lost, claims what
 // it can run. Run's goroutine only.
 func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {

@@ -25,6 +25,13 @@ type runInfo struct {
 	runDir  string
 	// user runs the batches (nil: the controller's user).
 	user *runner.User
+	// mark is the variable StateDirEnv (runner.Spec.Mark).
+	mark runner.EnvVar
+	// containerWorkDir is spec.workingDir when absolute (runner.Spec's
+	// ContainerWorkingDir).
+	containerWorkDir string
+	// pod is the task's spec.pod (a Pod executor's; nil: none).
+	pod *v1alpha1.TaskPod
 	// inputPerItem is the mean size of the items that are files (0 when
 	// none is), for the learner's input term.
 	inputPerItem float64
@@ -69,6 +76,8 @@ type batchRunner struct {
 	journal *groupJournal
 	// spares recycles the items files' inodes.
 	spares *runner.Spares
+	// exec runs the batches (Deps.Executor; runner.Processes when nil).
+	exec runner.Executor
 	// runDir holds the items files (STATE/run).
 	runDir string
 	// cleanups counts the batches whose end (cgroup removal, journal
@@ -82,7 +91,7 @@ type batchRunner struct {
 		// the generation still running keeps its own until it ends.
 		tasks map[string]map[int64]*runInfo
 		// running holds each running batch with what the queue asked.
-		running map[*runner.Batch]queue.Batch
+		running map[runner.Execution]queue.Batch
 		// live counts, per task name, the batches whose processes are not
 		// all gone yet (a cancelled one in its kill grace included);
 		// liveCh is closed (and replaced) when a count falls.
@@ -109,7 +118,7 @@ var _ queue.BatchRunner = (*batchRunner)(nil)
 func newBatchRunner(killGrace time.Duration, tolerance float64, onGroup func(groupNote)) *batchRunner {
 	b := &batchRunner{killGrace: killGrace, tolerance: tolerance, onGroup: onGroup, spares: runner.NewSpares()}
 	b.mu.tasks = make(map[string]map[int64]*runInfo)
-	b.mu.running = make(map[*runner.Batch]queue.Batch)
+	b.mu.running = make(map[runner.Execution]queue.Batch)
 	b.mu.live = make(map[string]int)
 	b.mu.forgotten = make(map[string]bool)
 	b.mu.liveCh = make(chan struct{})
@@ -260,28 +269,32 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		}
 	}
 	spec := runner.Spec{
-		Task:            qb.Task,
-		Command:         ri.command,
-		Env:             ri.env,
-		WorkingDir:      ri.workDir,
-		Items:           ri.items.Range(qb.Start, end),
-		BatchIndex:      qb.Index,
-		BatchStart:      qb.Start,
-		ItemsTotal:      qb.Total,
-		Threads:         c.Threads,
-		MemoryLimit:     c.MemoryBytes,
-		MemoryTolerance: b.tolerance,
-		ScratchDir:      c.ScratchDir,
-		Timeout:         qb.Timeout,
-		LogPath:         ri.logPath,
-		LogMaxBytes:     b.logMax,
-		PidsMax:         b.pidsMax,
-		RunDir:          ri.runDir,
-		Spares:          b.spares,
-		KillGrace:       b.killGrace,
-		Attempt:         qb.Attempt,
-		Cgroup:          b.cgroups,
-		User:            ri.user,
+		Task:                qb.Task,
+		Command:             ri.command,
+		Env:                 ri.env,
+		WorkingDir:          ri.workDir,
+		ContainerWorkingDir: ri.containerWorkDir,
+		Items:               ri.items.Range(qb.Start, end),
+		BatchIndex:          qb.Index,
+		BatchStart:          qb.Start,
+		ItemsTotal:          qb.Total,
+		Threads:             c.Threads,
+		MemoryLimit:         c.MemoryBytes,
+		MemoryTolerance:     b.tolerance,
+		ScratchDir:          c.ScratchDir,
+		ScratchBytes:        c.ScratchBytes,
+		GPUSlots:            c.GPUSlots,
+		Timeout:             qb.Timeout,
+		LogPath:             ri.logPath,
+		LogMaxBytes:         b.logMax,
+		PidsMax:             b.pidsMax,
+		RunDir:              ri.runDir,
+		Spares:              b.spares,
+		KillGrace:           b.killGrace,
+		Attempt:             qb.Attempt,
+		Cgroup:              b.cgroups,
+		User:                ri.user,
+		Pod:                 ri.pod,
 	}
 	if b.onProgress != nil {
 		task, gen, index := qb.Task, qb.Generation, qb.Index
@@ -296,21 +309,30 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		return nil, err
 	}
 	input := inputBytes(spec.Items)
-	rb, err := runner.Start(ctx, spec)
+	exec := b.exec
+	if exec == nil {
+		exec = runner.Processes{}
+	}
+	rb, err := exec.Start(ctx, spec)
 	if err != nil {
 		if errors.Is(err, runner.ErrCommandNotFound) {
 			return nil, startError{reason: v1alpha1.ReasonCommandNotFound, err: err}
 		}
 		return nil, err
 	}
-	if b.onGroup != nil {
-		b.onGroup(groupNote{task: qb.Task, group: rb.Group()})
-	}
+	// A batch that is no process group of this machine (a Pod) leaves
+	// nothing here for a restarted controller to kill.
 	group := rb.Group()
-	if err := b.journal.started(qb.Task, group); err != nil {
-		rb.Cancel()
-		<-rb.Done() // its cgroup handed back too
-		return nil, runner.NewPrepareError(fmt.Errorf("task %q: recording the process group: %w", qb.Task, err))
+	hasGroup := group.PGID > 0
+	if hasGroup && b.onGroup != nil {
+		b.onGroup(groupNote{task: qb.Task, group: group})
+	}
+	if hasGroup {
+		if err := b.journal.started(qb.Task, group); err != nil {
+			rb.Cancel()
+			<-rb.Done() // its cgroup handed back too
+			return nil, runner.NewPrepareError(fmt.Errorf("task %q: recording the process group: %w", qb.Task, err))
+		}
 	}
 	b.mu.Lock()
 	b.mu.running[rb] = qb
@@ -320,7 +342,9 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	go func() {
 		defer b.cleanups.Done()
 		<-rb.Done()
-		_ = b.journal.ended(group)
+		if hasGroup {
+			_ = b.journal.ended(group)
+		}
 		b.mu.Lock()
 		delete(b.mu.running, rb)
 		if b.mu.live[qb.Task]--; b.mu.live[qb.Task] == 0 {
@@ -398,9 +422,9 @@ func (e startError) Error() string  { return e.err.Error() }
 func (e startError) Unwrap() error  { return e.err }
 func (e startError) Reason() string { return e.reason }
 
-// runningBatch adapts *runner.Batch to queue.RunningBatch.
+// runningBatch adapts a runner.Execution to queue.RunningBatch.
 type runningBatch struct {
-	b     *runner.Batch
+	b     runner.Execution
 	input int64 // bytes of the batch's items that are files
 }
 
@@ -423,8 +447,7 @@ func (r runningBatch) Wait() queue.BatchResult {
 
 // runInfoFor builds a task's runInfo from its spec.
 func runInfoFor(t *v1alpha1.Task, user *runner.User, spoolDir, stateDir string, items v1alpha1.ItemList) *runInfo {
-	env := make([]runner.EnvVar, 0, 1+len(t.Spec.Env))
-	env = append(env, runner.EnvVar{Name: StateDirEnv, Value: stateDir})
+	env := make([]runner.EnvVar, 0, len(t.Spec.Env))
 	for _, e := range t.Spec.Env {
 		env = append(env, runner.EnvVar{Name: e.Name, Value: e.Value})
 	}
@@ -433,14 +456,21 @@ func runInfoFor(t *v1alpha1.Task, user *runner.User, spoolDir, stateDir string, 
 	if paths := items.Paths(); len(paths) > 0 {
 		inputPerItem = float64(inputBytes(paths)) / float64(len(paths))
 	}
+	var containerWorkDir string
+	if filepath.IsAbs(t.Spec.WorkingDir) {
+		containerWorkDir = t.Spec.WorkingDir
+	}
 	return &runInfo{
-		inputPerItem: inputPerItem,
-		command:      t.Spec.Command,
-		env:          env,
-		workDir:      v1alpha1.ResolveWorkingDir(t.Spec, spoolDir),
-		items:        items,
-		user:         user,
-		logPath:      filepath.Join(stateDir, "logs", name+".log"),
-		runDir:       filepath.Join(stateDir, "run"),
+		containerWorkDir: containerWorkDir,
+		mark:             runner.EnvVar{Name: StateDirEnv, Value: stateDir},
+		inputPerItem:     inputPerItem,
+		command:          t.Spec.Command,
+		env:              env,
+		workDir:          v1alpha1.ResolveWorkingDir(t.Spec, spoolDir),
+		items:            items,
+		user:             user,
+		pod:              t.Spec.Pod.DeepCopy(),
+		logPath:          filepath.Join(stateDir, "logs", name+".log"),
+		runDir:           filepath.Join(stateDir, "run"),
 	}
 }

@@ -47,6 +47,10 @@ type Deps struct {
 	// cgroup of its own (the kernel enforces its memory limit and knows
 	// every process it started); nil runs batches under the RSS sampler.
 	Cgroups *cgroup.Tree
+	// Executor, optional, runs the batches; nil runs them as processes
+	// of this machine (runner.Processes). The node agent's runs each as
+	// a Pod (kube.Pods).
+	Executor runner.Executor
 	// Metrics, optional.
 	Metrics Metrics
 	// Logger for transitions.

@@ -20,6 +20,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/history"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 )
 
@@ -41,6 +42,8 @@ type Host struct {
 	prober  *prober
 	scratch *scratch.Leases
 	cgroups *cgroup.Tree
+	// exec runs every spool's batches (Deps.Executor).
+	exec    runner.Executor
 	metrics Metrics
 	book    *history.Book
 	// store persists the book; opened by Run (nil: memory only).
@@ -93,6 +96,7 @@ func NewHost(cfg Config, deps Deps) *Host {
 		log:     deps.Logger,
 		gov:     deps.Governor,
 		cgroups: deps.Cgroups,
+		exec:    deps.Executor,
 		metrics: deps.Metrics,
 		settled: make(chan struct{}),
 	}
@@ -179,6 +183,7 @@ func (h *Host) newController(cfg Config, sp Spool) *Controller {
 	c.batches.runDir = filepath.Join(cfg.StateDir, "run")
 	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
 	c.batches.cgroups = h.cgroups
+	c.batches.exec = h.exec
 	c.batches.scratch = h.scratch
 	return c
 }

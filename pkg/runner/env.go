@@ -90,6 +90,9 @@ func buildEnv(base []string, s Spec, itemsFile string) (env []string, argv []str
 	for _, n := range threadVars {
 		e.set(n, threads)
 	}
+	if s.Mark.Name != "" {
+		e.set(s.Mark.Name, s.Mark.Value)
+	}
 	for i, v := range s.Env {
 		if v.Name == "" || strings.ContainsAny(v.Name, "=\x00") {
 			return nil, nil, fmt.Errorf("%w: env[%d]: invalid name %q", ErrInvalidSpec, i, v.Name)

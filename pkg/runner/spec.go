@@ -89,9 +89,17 @@ type Spec struct {
 	// Env is added after the controller's environment and the LARDON3D_*
 	// variables, in order; a value may reference any variable before it.
 	Env []EnvVar
+	// Mark, when named, is set before Env in every process of the batch:
+	// what a restarted controller finds them by (KillByEnv). A container
+	// (ContainerEnv) does not get it.
+	Mark EnvVar
 	// WorkingDir of the command ("" keeps the controller's). With User, it
 	// must be reachable by the user (the command enters it as the user).
 	WorkingDir string
+	// ContainerWorkingDir is the task's workingDir as written when it is
+	// absolute, else "": where a container (whose file system is not this
+	// machine's) starts.
+	ContainerWorkingDir string
 	// User, when set, is who the command runs as: a controller running as
 	// root runs it with User's uid, gid and supplementary groups (exactly
 	// User.Groups), and the items file is the user's; a controller that is
@@ -120,6 +128,11 @@ type Spec struct {
 	MemoryTolerance float64
 	// ScratchDir is the leased scratch directory ("" for none).
 	ScratchDir string
+	// ScratchBytes is the scratch lease's size (a Pod's ephemeral-storage
+	// limit; processes are held to it by the lease's volume alone).
+	ScratchBytes int64
+	// GPUSlots are the GPU slots granted (a Pod's nvidia.com/gpu).
+	GPUSlots int
 	// Timeout kills a batch that has been running (paused time excluded)
 	// longer than this; 0 means none.
 	Timeout time.Duration
@@ -164,6 +177,9 @@ type Spec struct {
 	// each time that number changes, at most once per SampleInterval. It
 	// runs on the batch's supervising goroutine and must not block.
 	OnProgress func(items int64)
+	// Pod is the task's spec.pod: how an Executor that runs the batch as
+	// a Pod makes it (image, volumes, identity). Processes ignore it.
+	Pod *v1alpha1.TaskPod
 }
 
 // ProcessGroup identifies a batch's process group across controller
@@ -277,6 +293,19 @@ func (s Spec) kernelLimit(version int) int64 {
 func (s Spec) belowFloor(version int) bool {
 	c := s.memoryCeiling()
 	return c > 0 && c < s.kernelLimit(version)
+}
+
+// MemoryCeiling is the memory above which the batch is killed, its
+// tolerance defaulted as Start does: what a Pod's memory limit is. 0 for
+// no limit.
+func (s Spec) MemoryCeiling() int64 {
+	switch {
+	case s.MemoryTolerance == 0:
+		s.MemoryTolerance = DefaultMemoryTolerance
+	case s.MemoryTolerance < 0:
+		s.MemoryTolerance = 0
+	}
+	return s.memoryCeiling()
 }
 
 // memoryCeiling is the memory above which the batch is killed (the

@@ -100,8 +100,78 @@ type TaskSpec struct {
 	Paused bool `json:"paused,omitempty"`
 	// RetryToken, when changed, starts a new generation with the same spec: `retry NAME` writes a new one to run a Failed task again, from its committed progress.
 	RetryToken string `json:"retryToken,omitempty"`
+	// Pod says how the node agent runs each batch as a Pod on Kubernetes (image, volumes, identity); the spool mode runs the command on its own machine and ignores it.
+	Pod *TaskPod `json:"pod,omitempty"`
 	// RestartToken, when changed while the task runs with an edited spec waiting (SpecApplied=False), applies the edit now: `restart NAME` writes a new one; the batch in flight is cancelled and the edited spec starts as the next generation, from the committed progress. Not part of the spec: changing it alone starts nothing.
 	RestartToken string `json:"restartToken,omitempty"`
+}
+
+// TaskPod is how the node agent makes the Pod of each batch: the
+// container runs Command in Image, its limits and requests are the
+// batch's contract, and the items file and the batch's variables reach it
+// as they reach a process.
+type TaskPod struct {
+	// Image is the container image every batch runs in.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image" validate:"required"`
+	// ImagePullPolicy is Always, IfNotPresent or Never (default: the cluster's, IfNotPresent for a tagged image).
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	ImagePullPolicy string `json:"imagePullPolicy,omitempty" validate:"omitempty,oneof=Always IfNotPresent Never"`
+	// ServiceAccountName is the Pod's identity; with none, no API token is mounted into it.
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty" validate:"omitempty,dnsname"`
+	// HostNetwork runs the Pod in its node's network namespace.
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+	// RunAsUser is the uid the container's processes run as (default: the image's).
+	// +kubebuilder:validation:Minimum=0
+	RunAsUser *int64 `json:"runAsUser,omitempty" validate:"omitnil,min=0"`
+	// RunAsGroup is their primary gid (default: the image's).
+	// +kubebuilder:validation:Minimum=0
+	RunAsGroup *int64 `json:"runAsGroup,omitempty" validate:"omitnil,min=0"`
+	// RunAsNonRoot makes the kubelet refuse to start a container that would run as uid 0.
+	RunAsNonRoot *bool `json:"runAsNonRoot,omitempty"`
+	// Volumes are mounted into the container; the namespace's Pod Security level decides which kinds it admits.
+	Volumes []PodVolume `json:"volumes,omitempty" validate:"dive"`
+	// NodeSelector is copied onto each Pod: a node whose labels do not match cannot run the task's batches.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are copied onto each Pod.
+	Tolerations []PodToleration `json:"tolerations,omitempty" validate:"dive"`
+}
+
+// PodVolume is one volume of a batch's Pod, mounted at MountPath: exactly
+// one of ClaimName, HostPath or EmptyDir.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.claimName), has(self.hostPath), has(self.emptyDir) && self.emptyDir].filter(x, x).size() == 1",message="must set exactly one of claimName, hostPath, emptyDir"
+type PodVolume struct {
+	// Name of the volume, a DNS label.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name" validate:"required,dnsname"`
+	// MountPath is where the container sees it (absolute).
+	// +kubebuilder:validation:Pattern=`^/`
+	MountPath string `json:"mountPath" validate:"required,startswith=/"`
+	// ReadOnly mounts it read-only.
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// ClaimName names a PersistentVolumeClaim of the task's namespace.
+	ClaimName string `json:"claimName,omitempty" validate:"omitempty,dnsname"`
+	// HostPath is a directory of the node (absolute).
+	HostPath string `json:"hostPath,omitempty" validate:"omitempty,startswith=/"`
+	// EmptyDir is a directory of the Pod's own, gone with it.
+	EmptyDir bool `json:"emptyDir,omitempty"`
+}
+
+// PodToleration lets a batch's Pod onto a node with a matching taint.
+type PodToleration struct {
+	// Key is the taint's key (empty with operator Exists: every taint).
+	Key string `json:"key,omitempty"`
+	// Operator is Equal (default) or Exists.
+	// +kubebuilder:validation:Enum=Equal;Exists
+	Operator string `json:"operator,omitempty" validate:"omitempty,oneof=Equal Exists"`
+	// Value is the taint's value, with Equal.
+	Value string `json:"value,omitempty"`
+	// Effect is NoSchedule, PreferNoSchedule or NoExecute (empty: all).
+	// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+	Effect string `json:"effect,omitempty" validate:"omitempty,oneof=NoSchedule PreferNoSchedule NoExecute"`
 }
 
 // EnvVar is one environment variable for the command.

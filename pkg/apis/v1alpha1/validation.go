@@ -162,6 +162,43 @@ func Validate(t *Task) ErrorList {
 			add(p, RuleSelfReference, "must not name the task itself", strconv.Quote(dep))
 		}
 	}
+	if p := s.Pod; p != nil {
+		firstVol := map[string]int{}
+		firstMount := map[string]int{}
+		for i, v := range p.Volumes {
+			at := "spec.pod.volumes[" + strconv.Itoa(i) + "]"
+			var kinds []string
+			if v.ClaimName != "" {
+				kinds = append(kinds, "claimName")
+			}
+			if v.HostPath != "" {
+				kinds = append(kinds, "hostPath")
+			}
+			if v.EmptyDir {
+				kinds = append(kinds, "emptyDir")
+			}
+			if len(kinds) != 1 {
+				got := strings.Join(kinds, " and ")
+				if got == "" {
+					got = "none"
+				}
+				add(at, RuleOneOf, "must set exactly one of claimName, hostPath, emptyDir", got)
+			}
+			if j, dup := firstVol[v.Name]; dup && v.Name != "" {
+				add(at+".name", RuleUnique, fmt.Sprintf("must not repeat volumes[%d].name", j), strconv.Quote(v.Name))
+			} else {
+				firstVol[v.Name] = i
+			}
+			if j, dup := firstMount[v.MountPath]; dup && v.MountPath != "" {
+				add(at+".mountPath", RuleUnique, fmt.Sprintf("must not repeat volumes[%d].mountPath", j), strconv.Quote(v.MountPath))
+			} else {
+				firstMount[v.MountPath] = i
+			}
+			if v.MountPath == PodItemsDir || strings.HasPrefix(v.MountPath, PodItemsDir+"/") {
+				add(at+".mountPath", RuleRange, "must not be "+PodItemsDir+": the batch's items are mounted there", strconv.Quote(v.MountPath))
+			}
+		}
+	}
 	firstEnv := map[string]int{}
 	for i, e := range s.Env {
 		if j, dup := firstEnv[e.Name]; dup && e.Name != "" {
@@ -172,6 +209,9 @@ func Validate(t *Task) ErrorList {
 	}
 	return errs
 }
+
+// PodItemsDir is where a batch's Pod finds its items file ("items").
+const PodItemsDir = "/var/run/lardon3d"
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
 

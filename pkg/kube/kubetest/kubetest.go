@@ -106,6 +106,9 @@ func Start(t testing.TB) *Env {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	// A test node (StartNode) is reached at its address, not by a host
+	// name no resolver knows (kubectl logs, the agent's log copy).
+	te.ControlPlane.GetAPIServer().Configure().Set("kubelet-preferred-address-types", "InternalIP,Hostname")
 	start := time.Now()
 	cfg, err := te.Start()
 	if err != nil {

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/kube/kubetest"
+	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
+	"github.com/lardon3d/lardon3d-controller/pkg/podrunner"
+)
+
+// The Pod executor's end-to-end tests: a real kubelet over containerd and
+// runc (kubetest.StartNode), the agent as the real binary acting as the
+// DaemonSet's ServiceAccount, and each batch a Pod of the test image.
+
+// podWatch records every batch Pod of the farm's namespace as the API
+// server first shows it, and how each ended.
+type podWatch struct {
+	mu   sync.Mutex
+	seen map[string]*corev1.Pod // by name, as first seen
+	gone map[string]bool
+	stop func()
+}
+
+func (f *farm) watchPods(cs kubernetes.Interface) *podWatch {
+	f.t.Helper()
+	w, err := cs.CoreV1().Pods(nodeNS).Watch(f.ctx, metav1.ListOptions{LabelSelector: podrunner.ManagedByLabel + "=" + podrunner.ManagedBy})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pw := &podWatch{seen: map[string]*corev1.Pod{}, gone: map[string]bool{}, stop: w.Stop}
+	f.t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			pw.mu.Lock()
+			if _, ok := pw.seen[pod.Name]; !ok {
+				pw.seen[pod.Name] = pod.DeepCopy()
+			}
+			if ev.Type == watch.Deleted {
+				pw.gone[pod.Name] = true
+			}
+			pw.mu.Unlock()
+		}
+	}()
+	return pw
+}
+
+// pods are the Pods seen, those whose GenerateName starts with prefix.
+func (pw *podWatch) pods(prefix string) []*corev1.Pod {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	var out []*corev1.Pod
+	for _, p := range pw.seen {
+		if strings.HasPrefix(p.GenerateName, prefix) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// createPodTask creates a Task whose batches run script in the test image
+// as uid 65534, on the host's network.
+func (f *farm) createPodTask(name string, items, batchMax int, fixed, script, extra string) *kubeapi.Task {
+	f.t.Helper()
+	doc := fmt.Sprintf(`
+apiVersion: lardon3d.io/v1alpha1
+kind: Task
+metadata: {name: %s, namespace: %s}
+spec:
+  command: [/bin/sh, -c, %q]
+  items: {count: %d}
+  resources:
+    fixed: {memory: %s}
+    threads: 1
+    batch: {min: 1, max: %d}
+  retries: 0
+  pod:
+    image: %s
+    imagePullPolicy: Never
+    hostNetwork: true
+    runAsUser: 65534
+    runAsGroup: 65534
+    runAsNonRoot: true
+%s`, name, nodeNS, script, items, fixed, batchMax, kubetest.BatchImage, extra)
+	var task kubeapi.Task
+	if err := yaml.UnmarshalStrict([]byte(doc), &task); err != nil {
+		f.t.Fatalf("task %s: %v\n%s", name, err, doc)
+	}
+	if err := f.env.Client.Create(f.ctx, &task); err != nil {
+		f.t.Fatal(err)
+	}
+	return &task
+}
+
+// startPodAgent starts the agent of a test node with the Pod executor. The
+// test node has no CNI plugin, so its Node keeps the kubelet's not-ready
+// taint (host-network Pods run all the same): the agent tolerates it.
+func (f *farm) startPodAgent(name string, extra ...string) *nodeAgent {
+	f.t.Helper()
+	return f.start(name, append([]string{"--executor", "pod", "--tolerate-taint", "node.kubernetes.io/not-ready"}, extra...)...)
+}
+
+// TestNodePodsRunEachBatchAsAPodOfItsContract: a Task of three batches runs
+// as three Pods on the real kubelet, each bound to the node, owned by the
+// Task, Guaranteed, its limits the batch's contract (the memory with its
+// tolerance, the threads as cpu); each gets its items and the batch's
+// variables and nothing of the agent's (no API token, no agent variable);
+// each Pod is gone once its batch ended, and its output is in the task's
+// log.
+func TestNodePodsRunEachBatchAsAPodOfItsContract(t *testing.T) {
+	f := newFarm(t)
+	kubetest.StartNode(t, f.env, "kn1")
+	f.asServiceAccount()
+	cs := kubernetes.NewForConfigOrDie(f.env.Config)
+	pw := f.watchPods(cs)
+	a := f.startPodAgent("kn1")
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.dumpLogs()
+		}
+	})
+	script := `echo "batch $LARDON3D_BATCH_INDEX of $LARDON3D_TASK threads $LARDON3D_THREADS uid $(id -u)"
+while read item; do echo "item $item"; done < "$LARDON3D_ITEMS_FILE"
+if cat /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null 2>&1; then echo TOKEN-READABLE; else echo no-token; fi
+env | grep -q -e '^NODE=' -e '^LARDON3D_STATE_DIR=' && echo AGENT-ENV-LEAKED
+sleep 2`
+	f.createPodTask("three", 6, 2, "48Mi", script, "")
+	ts := f.waitFor("three Done", 4*time.Minute, allDone)
+	var done kubeapi.Task
+	for _, x := range ts {
+		if x.Name == "three" {
+			done = x
+		}
+	}
+	if got := done.Status.Progress.ItemsDone; got != 6 {
+		t.Fatalf("items done %d, want 6", got)
+	}
+
+	pods := pw.pods("three-b")
+	if len(pods) != 3 {
+		t.Fatalf("%d Pods ran the task's batches, want 3 (one per batch)", len(pods))
+	}
+	var uid = done.UID
+	contract := int64(48 << 20)
+	wantMem := resource.NewQuantity(int64(float64(contract)*1.10), resource.BinarySI)
+	batches := map[string]bool{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "kn1" {
+			t.Errorf("Pod %s bound to %q, want kn1", p.Name, p.Spec.NodeName)
+		}
+		if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != uid || p.OwnerReferences[0].Kind != "Task" {
+			t.Errorf("Pod %s owners %+v, want the Task %s", p.Name, p.OwnerReferences, uid)
+		}
+		if p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
+			t.Errorf("Pod %s mounts an API token", p.Name)
+		}
+		c := p.Spec.Containers[0]
+		lim, req := c.Resources.Limits, c.Resources.Requests
+		if m := lim[corev1.ResourceMemory]; m.Cmp(*wantMem) != 0 {
+			t.Errorf("Pod %s memory limit %s, want the contract 48Mi plus 10%% (%s)", p.Name, m.String(), wantMem.String())
+		}
+		if cpu := lim[corev1.ResourceCPU]; cpu.Value() != 1 {
+			t.Errorf("Pod %s cpu limit %s, want the 1 thread granted", p.Name, cpu.String())
+		}
+		for name, q := range lim {
+			if r := req[name]; r.Cmp(q) != 0 {
+				t.Errorf("Pod %s requests %s %s, limit %s: want equal (Guaranteed)", p.Name, name, r.String(), q.String())
+			}
+		}
+		batches[p.Annotations[podrunner.BatchAnnotation]] = true
+	}
+	if len(batches) != 3 {
+		t.Errorf("the Pods ran %d distinct batches, want 3: %v", len(batches), batches)
+	}
+	// Each Pod is deleted when its batch ends.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Pods left after the task is Done", len(list.Items))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The task's log holds every batch's output.
+	logPath := filepath.Join(a.state, "logs", nodeNS+".three.log")
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	for i := 0; i < 6; i++ {
+		if !strings.Contains(log, fmt.Sprintf("item %d\n", i)) {
+			t.Errorf("the task's log misses item %d:\n%s", i, log)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if !strings.Contains(log, fmt.Sprintf("batch %d of %s.three threads 1 uid 65534", i, nodeNS)) {
+			t.Errorf("the task's log misses batch %d's line:\n%s", i, log)
+		}
+	}
+	if strings.Count(log, "no-token") != 3 || strings.Contains(log, "TOKEN-READABLE") || strings.Contains(log, "AGENT-ENV-LEAKED") {
+		t.Errorf("a batch could read an API token or the agent's environment:\n%s", log)
+	}
+}

@@ -1,0 +1,679 @@
+package podrunner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
+)
+
+// The labels and annotations of a batch's Pod.
+const (
+	// ManagedByLabel marks every Pod a node agent made.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedBy is its value.
+	ManagedBy = "lardon3d-node-agent"
+	// NodeLabel holds a hash of the node's name (a label value holds at
+	// most 63 characters; a node name up to 253).
+	NodeLabel = "lardon3d.io/node-hash"
+	// ItemsAnnotation holds the batch's items, one per line.
+	ItemsAnnotation = "lardon3d.io/items"
+	// BatchAnnotation says which batch of which task the Pod runs.
+	BatchAnnotation = "lardon3d.io/batch"
+	// ContainerName is the batch's container.
+	ContainerName = "batch"
+	// ScratchMount is where the scratch lease's emptyDir is mounted.
+	ScratchMount = "/var/run/lardon3d-scratch"
+	// MaxItemsBytes bounds the items annotation (the API server takes at
+	// most 256 KiB of annotations per object).
+	MaxItemsBytes = 192 << 10
+	// GPUResource is the extended resource of a GPU slot.
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+)
+
+// Pods runs each batch as a Pod on Node (runner.Executor).
+type Pods struct {
+	// Client reaches the API server.
+	Client kubernetes.Interface
+	// Node is the node every Pod is bound to.
+	Node string
+	// Owner gives the UID of the Task namespace/name, for the Pod's owner
+	// reference; nil, or an error, makes the Pod without one.
+	Owner func(ctx context.Context, namespace, name string) (types.UID, error)
+	// SplitName turns a task's name (runner.Spec.Task) into its namespace
+	// and name.
+	SplitName func(task string) (namespace, name string, ok bool)
+	// Gone bounds the wait for a deleted Pod to disappear (its processes
+	// stopped), beyond its grace period; 0 means 2 minutes.
+	Gone time.Duration
+}
+
+var _ runner.Executor = (*Pods)(nil)
+
+// NodeHash is NodeLabel's value for node.
+func NodeHash(node string) string {
+	sum := sha256.Sum256([]byte(node))
+	return hex.EncodeToString(sum[:])[:40]
+}
+
+// Cleanup deletes every Pod a node agent made on this node (what a
+// previous agent left: its batches are run again from their committed
+// progress) and waits until they are gone or ctx ends.
+func (p *Pods) Cleanup(ctx context.Context) (int, error) {
+	sel := labels.Set{ManagedByLabel: ManagedBy, NodeLabel: NodeHash(p.Node)}.AsSelector().String()
+	list, err := p.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return 0, fmt.Errorf("listing the Pods a previous agent left on %s: %w", p.Node, err)
+	}
+	n := 0
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if pod.Spec.NodeName != p.Node {
+			continue
+		}
+		if err := p.deletePod(ctx, pod.Namespace, pod.Name, nil); err != nil {
+			return n, err
+		}
+		n++
+	}
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if pod.Spec.NodeName == p.Node {
+			if err := p.waitGone(ctx, pod.Namespace, pod.Name); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// Start creates the batch's Pod and supervises it.
+func (p *Pods) Start(ctx context.Context, spec runner.Spec) (runner.Execution, error) {
+	if len(spec.Command) == 0 || spec.Command[0] == "" {
+		return nil, fmt.Errorf("%w: empty command", runner.ErrInvalidSpec)
+	}
+	if spec.Pod == nil || spec.Pod.Image == "" {
+		return nil, fmt.Errorf("%w: task %q has no spec.pod.image: on Kubernetes every batch runs as a Pod of an image", runner.ErrInvalidSpec, spec.Task)
+	}
+	split := p.SplitName
+	if split == nil {
+		split = func(task string) (string, string, bool) { return "", "", false }
+	}
+	ns, name, ok := split(spec.Task)
+	if !ok {
+		return nil, fmt.Errorf("%w: task %q names no namespace", runner.ErrInvalidSpec, spec.Task)
+	}
+	pod, err := p.podFor(ctx, spec, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	b := &podBatch{
+		p: p, spec: spec, ns: ns, template: pod,
+		ops:     make(chan podOp),
+		done:    make(chan struct{}),
+		started: time.Now(),
+	}
+	first, err := b.create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	go b.supervise(first)
+	return b, nil
+}
+
+// podFor is the Pod of spec's batch, without a name.
+func (p *Pods) podFor(ctx context.Context, spec runner.Spec, ns, name string) (*corev1.Pod, error) {
+	items := strings.Join(spec.Items, "\n")
+	if len(spec.Items) > 0 {
+		items += "\n"
+	}
+	if len(items) > MaxItemsBytes {
+		return nil, fmt.Errorf("%w: the batch's items take %d bytes, more than a Pod's annotation holds (%d): lower spec.resources.batch.max",
+			runner.ErrInvalidSpec, len(items), MaxItemsBytes)
+	}
+	cs := spec
+	if cs.ScratchDir != "" {
+		cs.ScratchDir = ScratchMount
+	}
+	env, argv, err := runner.ContainerEnv(cs, v1alpha1.PodItemsDir+"/items")
+	if err != nil {
+		return nil, err
+	}
+	tp := spec.Pod
+	c := corev1.Container{
+		Name:                     ContainerName,
+		Image:                    tp.Image,
+		ImagePullPolicy:          corev1.PullPolicy(tp.ImagePullPolicy),
+		Command:                  argv,
+		WorkingDir:               spec.ContainerWorkingDir,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: new(bool),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			RunAsUser:                tp.RunAsUser,
+			RunAsGroup:               tp.RunAsGroup,
+			RunAsNonRoot:             tp.RunAsNonRoot,
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "lardon3d-items", MountPath: v1alpha1.PodItemsDir, ReadOnly: true}},
+	}
+	for _, e := range env {
+		c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	res := corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64(max(spec.Threads, 1)), resource.DecimalSI)}
+	if ceiling := spec.MemoryCeiling(); ceiling > 0 {
+		res[corev1.ResourceMemory] = *resource.NewQuantity(ceiling, resource.BinarySI)
+	}
+	if spec.ScratchBytes > 0 {
+		res[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(spec.ScratchBytes, resource.BinarySI)
+	}
+	if spec.GPUSlots > 0 {
+		res[GPUResource] = *resource.NewQuantity(int64(spec.GPUSlots), resource.DecimalSI)
+	}
+	c.Resources = corev1.ResourceRequirements{Limits: res, Requests: res.DeepCopy()}
+
+	volumes := []corev1.Volume{{Name: "lardon3d-items", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+		Items: []corev1.DownwardAPIVolumeFile{{Path: "items", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + ItemsAnnotation + "']"}}},
+	}}}}
+	if spec.ScratchDir != "" {
+		ed := &corev1.EmptyDirVolumeSource{}
+		if spec.ScratchBytes > 0 {
+			ed.SizeLimit = resource.NewQuantity(spec.ScratchBytes, resource.BinarySI)
+		}
+		volumes = append(volumes, corev1.Volume{Name: "lardon3d-scratch", VolumeSource: corev1.VolumeSource{EmptyDir: ed}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "lardon3d-scratch", MountPath: ScratchMount})
+	}
+	for _, v := range tp.Volumes {
+		var src corev1.VolumeSource
+		switch {
+		case v.ClaimName != "":
+			src.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName, ReadOnly: v.ReadOnly}
+		case v.HostPath != "":
+			src.HostPath = &corev1.HostPathVolumeSource{Path: v.HostPath}
+		default:
+			src.EmptyDir = &corev1.EmptyDirVolumeSource{}
+		}
+		volumes = append(volumes, corev1.Volume{Name: v.Name, VolumeSource: src})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: v.MountPath, ReadOnly: v.ReadOnly})
+	}
+	var tolerations []corev1.Toleration
+	for _, t := range tp.Tolerations {
+		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	grace := int64(math.Ceil(spec.KillGrace.Seconds()))
+	if grace < 1 {
+		grace = int64(runner.DefaultKillGrace / time.Second)
+	}
+	automount := tp.ServiceAccountName != ""
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: podPrefix(name, spec.BatchIndex),
+			Namespace:    ns,
+			Labels:       map[string]string{ManagedByLabel: ManagedBy, NodeLabel: NodeHash(p.Node)},
+			Annotations: map[string]string{
+				ItemsAnnotation: items,
+				BatchAnnotation: fmt.Sprintf("task %s batch %d items %d..%d attempt %d", name, spec.BatchIndex, spec.BatchStart, spec.BatchStart+int64(len(spec.Items))-1, spec.Attempt),
+			},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                      p.Node,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			Containers:                    []corev1.Container{c},
+			Volumes:                       volumes,
+			ServiceAccountName:            tp.ServiceAccountName,
+			AutomountServiceAccountToken:  &automount,
+			EnableServiceLinks:            new(bool),
+			HostNetwork:                   tp.HostNetwork,
+			NodeSelector:                  tp.NodeSelector,
+			Tolerations:                   tolerations,
+			TerminationGracePeriodSeconds: &grace,
+			SecurityContext: &corev1.PodSecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+		},
+	}
+	if p.Owner != nil {
+		if uid, err := p.Owner(ctx, ns, name); err == nil && uid != "" {
+			pod.OwnerReferences = []metav1.OwnerReference{{
+				APIVersion: "lardon3d.io/v1alpha1", Kind: "Task", Name: name, UID: uid,
+			}}
+		}
+	}
+	return pod, nil
+}
+
+// podPrefix is the generateName of a batch's Pods: TASK-bINDEX-, the task's
+// name cut so that the server's five characters still fit 63.
+func podPrefix(task string, index int64) string {
+	suffix := "-b" + strconv.FormatInt(index, 10) + "-"
+	if room := 63 - 5 - len(suffix); len(task) > room {
+		task = strings.TrimRight(task[:room], "-.")
+	}
+	return task + suffix
+}
+
+// deletePod deletes a Pod, with grace seconds when set; gone already is
+// no error.
+func (p *Pods) deletePod(ctx context.Context, ns, name string, grace *int64) error {
+	err := p.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// waitGone returns once the Pod is gone from the API server (the kubelet
+// confirmed its containers stopped), or with ctx's error.
+func (p *Pods) waitGone(ctx context.Context, ns, name string) error {
+	for {
+		_, err := p.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for Pod %s/%s to be gone: %w", ns, name, context.Cause(ctx))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// podOp is a request to a batch's supervisor.
+type podOp struct {
+	kind  opKind
+	reply chan error
+}
+
+type opKind int
+
+const (
+	opPause opKind = iota + 1
+	opResume
+	opCancel
+)
+
+// podBatch is one batch run as one Pod at a time (runner.Execution).
+type podBatch struct {
+	p        *Pods
+	spec     runner.Spec
+	ns       string
+	template *corev1.Pod
+	started  time.Time
+	ops      chan podOp
+	done     chan struct{}
+
+	mu struct {
+		sync.Mutex
+		res    runner.Result
+		memory int64
+	}
+}
+
+// create creates a Pod from the template and returns its name.
+func (b *podBatch) create(ctx context.Context) (string, error) {
+	pod, err := b.p.Client.CoreV1().Pods(b.ns).Create(ctx, b.template.DeepCopy(), metav1.CreateOptions{})
+	if err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			// The Pod itself is refused (Pod Security, a quota, a bad
+			// volume): it holds until the Task changes.
+			return "", fmt.Errorf("%w: task %q: the API server refused its Pod: %v", runner.ErrInvalidSpec, b.spec.Task, err)
+		}
+		return "", runner.NewPrepareError(fmt.Errorf("task %q: creating its Pod: %w", b.spec.Task, err))
+	}
+	return pod.Name, nil
+}
+
+// ending is how a Pod came to an end.
+type ending struct {
+	pod *corev1.Pod // nil: gone before it ended
+	err error       // the API server could not be followed
+}
+
+// follow watches one Pod until it ended (its container terminated, or the
+// kubelet refused it, or its image cannot be had), or it is gone, and
+// sends that once; it stops at ctx's end.
+func (b *podBatch) follow(ctx context.Context, name string, out chan<- ending) {
+	pods := b.p.Client.CoreV1().Pods(b.ns)
+	send := func(e ending) {
+		select {
+		case out <- e:
+		case <-ctx.Done():
+		}
+	}
+	for ctx.Err() == nil {
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			send(ending{})
+			return
+		case err != nil:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if ended(pod) {
+			send(ending{pod: pod})
+			return
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+			ResourceVersion: pod.ResourceVersion,
+		})
+		if err != nil {
+			continue
+		}
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Deleted:
+				w.Stop()
+				send(ending{})
+				return
+			case watch.Added, watch.Modified:
+				if pod, ok := ev.Object.(*corev1.Pod); ok && ended(pod) {
+					w.Stop()
+					send(ending{pod: pod})
+					return
+				}
+			}
+		}
+		w.Stop()
+	}
+}
+
+// The waiting reasons of a container that will not start without a
+// change of the Task or of the cluster.
+var stuckReasons = map[string]bool{
+	"ErrImageNeverPull": true, "InvalidImageName": true, "ImagePullBackOff": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// ended reports whether pod has ended or never will start.
+func ended(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			return true
+		}
+		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+			return true
+		}
+	}
+	return false
+}
+
+// supervise owns the batch's Pods from the first one's creation to the
+// end: it follows the running one, answers Pause, Resume and Cancel, and
+// keeps the timeout (paused time excluded).
+func (b *podBatch) supervise(name string) {
+	defer close(b.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		endings    = make(chan ending, 1)
+		stopFollow = func() {}
+		paused     bool
+		ran        time.Duration // running time before the current run
+		runStart   = time.Now()
+		timer      *time.Timer
+		timerC     <-chan time.Time
+	)
+	startRun := func(pod string) {
+		name = pod
+		fctx, fcancel := context.WithCancel(ctx)
+		stopFollow = fcancel
+		endings = make(chan ending, 1)
+		go b.follow(fctx, pod, endings)
+		runStart = time.Now()
+		if b.spec.Timeout > 0 {
+			timer = time.NewTimer(max(b.spec.Timeout-ran, 0))
+			timerC = timer.C
+		}
+	}
+	stopRun := func() {
+		stopFollow()
+		if timer != nil {
+			timer.Stop()
+			timerC = nil
+		}
+		ran += time.Since(runStart)
+	}
+	// remove deletes the current Pod and waits until it is gone (bounded).
+	remove := func() error {
+		grace := int64(math.Ceil(b.spec.KillGrace.Seconds()))
+		if grace < 1 {
+			grace = int64(runner.DefaultKillGrace / time.Second)
+		}
+		gone := b.p.Gone
+		if gone <= 0 {
+			gone = 2 * time.Minute
+		}
+		dctx, dcancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second+gone)
+		defer dcancel()
+		if err := b.p.deletePod(dctx, b.ns, name, &grace); err != nil {
+			return err
+		}
+		return b.p.waitGone(dctx, b.ns, name)
+	}
+	finish := func(res runner.Result) {
+		res.Started, res.Ended = b.started, time.Now()
+		b.mu.Lock()
+		b.mu.res = res
+		b.mu.Unlock()
+	}
+	startRun(name)
+	for {
+		select {
+		case e := <-endings:
+			stopRun()
+			res := b.outcome(ctx, name, e)
+			if err := remove(); err != nil && res.Message != "" {
+				res.Message += "; " + err.Error()
+			}
+			finish(res)
+			return
+		case <-timerC:
+			stopRun()
+			res := runner.Result{ExitCode: -1, Reason: runner.ReasonBatchTimeout,
+				Message: fmt.Sprintf("ran longer than the batch timeout %v", b.spec.Timeout)}
+			b.appendLog(ctx, name, res)
+			if err := remove(); err != nil {
+				res.Message += "; " + err.Error()
+			}
+			finish(res)
+			return
+		case op := <-b.ops:
+			switch op.kind {
+			case opPause:
+				if paused {
+					op.reply <- nil
+					continue
+				}
+				stopRun()
+				err := remove()
+				paused = err == nil
+				op.reply <- err
+			case opResume:
+				if !paused {
+					op.reply <- nil
+					continue
+				}
+				pod, err := b.create(ctx)
+				if err == nil {
+					paused = false
+					startRun(pod)
+				}
+				op.reply <- err
+			case opCancel:
+				if !paused {
+					stopRun()
+				}
+				res := runner.Result{ExitCode: -1, Reason: runner.ReasonCancelled, Message: "cancelled: its Pod was deleted"}
+				if !paused {
+					b.appendLog(ctx, name, res)
+					if err := remove(); err != nil {
+						res.Message += "; " + err.Error()
+					}
+				}
+				if op.reply != nil {
+					op.reply <- nil
+				}
+				finish(res)
+				return
+			}
+		}
+	}
+}
+
+// outcome is the result a Pod's ending says, its log appended to the
+// task's.
+func (b *podBatch) outcome(ctx context.Context, name string, e ending) runner.Result {
+	res := runner.Result{ExitCode: -1, Enforcement: "pod " + b.ns + "/" + name}
+	switch {
+	case e.pod == nil:
+		res.Message = "its Pod " + b.ns + "/" + name + " was deleted by someone else before it ended"
+	default:
+		pod := e.pod
+		var term *corev1.ContainerStateTerminated
+		var wait *corev1.ContainerStateWaiting
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == ContainerName {
+				term, wait = cs.State.Terminated, cs.State.Waiting
+			}
+		}
+		switch {
+		case term != nil && term.Reason == "OOMKilled":
+			ceiling := b.spec.MemoryCeiling()
+			res.Reason = runner.ReasonMemoryExceeded
+			res.OOMKills = 1
+			res.PeakMemoryBytes, res.PeakWorkingSetBytes = ceiling, ceiling
+			res.Message = fmt.Sprintf("the kubelet's cgroup killed it at its limit %s (the contract %s plus its tolerance)",
+				governor.FormatBytes(ceiling), governor.FormatBytes(b.spec.MemoryLimit))
+		case term != nil:
+			res.ExitCode = int(term.ExitCode)
+			if term.ExitCode != 0 && term.Message != "" {
+				res.Message = lastLine(term.Message)
+			}
+		case wait != nil:
+			res.Message = fmt.Sprintf("its container cannot start: %s: %s", wait.Reason, wait.Message)
+		default:
+			res.Message = fmt.Sprintf("the kubelet ended its Pod: %s: %s", pod.Status.Reason, pod.Status.Message)
+		}
+	}
+	b.appendLog(ctx, name, res)
+	return res
+}
+
+// appendLog appends the Pod's output to the task's log, between a header
+// and an end line. A log that cannot be read or written costs the batch
+// nothing.
+func (b *podBatch) appendLog(ctx context.Context, name string, res runner.Result) {
+	if b.spec.LogPath == "" {
+		return
+	}
+	f, err := os.OpenFile(b.spec.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	s := b.spec
+	fmt.Fprintf(f, "=== batch %d items %d..%d threads %d memory %s attempt %d pod %s/%s at %s ===\n",
+		s.BatchIndex, s.BatchStart, s.BatchStart+int64(len(s.Items))-1, s.Threads, governor.FormatBytes(s.MemoryLimit),
+		max(s.Attempt, 1), b.ns, name, b.started.UTC().Format(time.RFC3339))
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	limit := int64(16 << 20)
+	if s.LogMaxBytes > 0 {
+		limit = min(limit, s.LogMaxBytes)
+	}
+	rc, err := b.p.Client.CoreV1().Pods(b.ns).GetLogs(name, &corev1.PodLogOptions{Container: ContainerName, LimitBytes: &limit}).Stream(lctx)
+	if err == nil {
+		_, err = io.Copy(f, rc)
+		rc.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(f, "(the Pod's log could not be read: %v)\n", err)
+	}
+	reason := res.Reason
+	if reason == "" {
+		reason = "-"
+	}
+	fmt.Fprintf(f, "=== batch %d end exit %d reason %s %s ===\n", s.BatchIndex, res.ExitCode, reason, res.Message)
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// ask hands the supervisor a request and waits for its answer; once the
+// batch ended there is nothing to do.
+func (b *podBatch) ask(kind opKind) error {
+	reply := make(chan error, 1)
+	select {
+	case b.ops <- podOp{kind: kind, reply: reply}:
+		return <-reply
+	case <-b.done:
+		return nil
+	}
+}
+
+// Pause deletes the batch's Pod and waits until it is gone.
+func (b *podBatch) Pause() error { return b.ask(opPause) }
+
+// Resume runs the batch again in a new Pod.
+func (b *podBatch) Resume() error { return b.ask(opResume) }
+
+// Cancel ends the batch: its Pod is deleted.
+func (b *podBatch) Cancel() {
+	select {
+	case b.ops <- podOp{kind: opCancel}:
+	case <-b.done:
+	}
+}
+
+// Wait blocks until the batch ended and its Pod is gone.
+func (b *podBatch) Wait() runner.Result {
+	<-b.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.res
+}
+
+// Done is closed once the batch ended.
+func (b *podBatch) Done() <-chan struct{} { return b.done }
+
+// Group is zero: no process of the batch is this machine's to kill.
+func (b *podBatch) Group() runner.ProcessGroup { return runner.ProcessGroup{} }
+
+// MemoryBytes is 0: the agent does not sample the Pod's memory.
+func (b *podBatch) MemoryBytes() int64 { return 0 }
+
+// Started is when the batch's first Pod was created.
+func (b *podBatch) Started() time.Time { return b.started }
