@@ -6,7 +6,7 @@ FUZZTIME ?= 1m
 # RAPID_SEED pins the property tests (pgregory.net/rapid) in `make test`;
 # `make test-random` runs them with fresh seeds.
 RAPID_SEED ?= 1
-# KUBE_ASSETS is the directory holding the kube-apiserver and etcd the
+# KUBE_ASSETS is the directory holding the kube-apiserver, etcd and kubelet the
 # Kubernetes tests start (pkg/kube); hack/kube-test-binaries.sh builds them
 # from Go modules on first use (minutes, once) into ~/.cache/lardon3d/kube.
 KUBE_ASSETS = $${LARDON3D_KUBE_ASSETS:-$$(bash hack/kube-test-binaries.sh)}
@@ -72,7 +72,7 @@ test-kube: build
 	LARDON3D_KUBE_ASSETS="$$assets" LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -v -timeout 15m ./pkg/kubeapi/... ./pkg/kube/... ./pkg/agent/... && \
 	LARDON3D_KUBE_ASSETS="$$assets" LARDON3D_BIN=$(BIN) PATH="$(BIN):$$PATH" $(GO) test -race -count=1 -v -timeout 15m -run '^TestNode' ./cmd/lardon3d-controller/
 
-## kube-assets: build (once) and print the directory of kube-apiserver and etcd
+## kube-assets: build (once) and print the directory of kube-apiserver, etcd and kubelet
 kube-assets:
 	@bash hack/kube-test-binaries.sh
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # kube-test-binaries.sh builds the control plane the Kubernetes tests start
-# (kube-apiserver and etcd) from Go modules through the Go module proxy, once,
-# into a cache outside the repository, and prints the directory that holds
-# both (what controller-runtime's envtest calls KUBEBUILDER_ASSETS) as the
-# last line of its standard output. Everything else goes to standard error.
+# (kube-apiserver and etcd), and the kubelet of their test node, from Go
+# modules through the Go module proxy, once, into a cache outside the
+# repository, and prints the directory that holds the three (what
+# controller-runtime's envtest calls KUBEBUILDER_ASSETS) as the last line of
+# its standard output. Everything else goes to standard error.
 #
-# No cluster and no download other than Go modules: kube-apiserver is built
-# from k8s.io/kubernetes (its staging modules pinned by replace directives,
-# as k8s.io/kubernetes' own go.mod points them at ./staging), etcd from
-# go.etcd.io/etcd/server/v3.
+# No cluster and no download other than Go modules: kube-apiserver and the
+# kubelet are built from k8s.io/kubernetes (its staging modules pinned by
+# replace directives, as k8s.io/kubernetes' own go.mod points them at
+# ./staging), etcd from go.etcd.io/etcd/server/v3. The kubelet needs
+# containerd and runc to run Pods (Debian's packages; .ci/run installs them).
 #
 # A binary is rebuilt only when its version is not in the cache yet, so a
 # second run costs nothing. Builds are written under a temporary name and

@@ -32,6 +32,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/agent"
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
+	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
 	"github.com/lardon3d/lardon3d-controller/pkg/metrics"
 	"github.com/lardon3d/lardon3d-controller/pkg/podrunner"
@@ -222,6 +223,30 @@ ServiceAccount, see deploy/).`,
 				log.Warn().Int("pods", n).Msg("deleted the batch Pods a previous agent of this node left")
 			}
 			exec = pods
+			// The governor counts what the kubelet counts: the node's
+			// allocatable, less what the Pods it did not make request.
+			watch := &podrunner.NodeWatch{Client: pods.Client, Node: nodeName}
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+			first, err := watch.Read(rctx)
+			rcancel()
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			log.Info().Str("allocatable", governor.FormatBytes(first.AllocatableMemory)).Str("requested by other pods", governor.FormatBytes(first.ForeignMemoryRequests)).Msg("the kubelet's view of this node")
+			wctx, wcancel := context.WithCancel(context.Background())
+			defer wcancel()
+			go watch.Run(wctx, 2*time.Second)
+			probeSnapshot := snapshot
+			snapshot = func() (governor.Snapshot, error) {
+				s, err := probeSnapshot()
+				v, _ := watch.View()
+				return podrunner.KubeletBound(s, v, memoryTolerance), err
+			}
+			s, err := snapshot()
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			gov.Update(s)
 		}
 		qcfg := queue.Config{}
 		if bc.MaxParallel != nil {
@@ -236,6 +261,7 @@ ServiceAccount, see deploy/).`,
 			ProvisionalFraction: provFrac,
 			ProvisionalBytes:    provBytes,
 			BatchPolicy:         batchPolicy,
+			MemoryTolerance:     memoryTolerance,
 			// Progress is committed in the Task before the next batch
 			// starts: a lost node loses only its batches in flight.
 			CommitBeforeNextBatch: true,
@@ -261,6 +287,10 @@ ServiceAccount, see deploy/).`,
 	}
 	return cmd
 }
+
+// memoryTolerance is how far a batch may go past its memory contract: a
+// Pod's memory limit and request are the contract times 1+memoryTolerance.
+const memoryTolerance = 0.10
 
 // The node agent's executors (--executor).
 const (

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/kube/kubetest"
 	"github.com/lardon3d/lardon3d-controller/pkg/kubeapi"
 	"github.com/lardon3d/lardon3d-controller/pkg/podrunner"
@@ -75,8 +76,9 @@ func (pw *podWatch) pods(prefix string) []*corev1.Pod {
 }
 
 // createPodTask creates a Task whose batches run script in the test image
-// as uid 65534, on the host's network.
-func (f *farm) createPodTask(name string, items, batchMax int, fixed, script, extra string) *kubeapi.Task {
+// as uid 65534, on the host's network; resources are more lines of its
+// resources block.
+func (f *farm) createPodTask(name string, items, batchMax int, fixed, script, resources string) *kubeapi.Task {
 	f.t.Helper()
 	doc := fmt.Sprintf(`
 apiVersion: lardon3d.io/v1alpha1
@@ -87,7 +89,7 @@ spec:
   items: {count: %d}
   resources:
     fixed: {memory: %s}
-    threads: 1
+%s    threads: 1
     batch: {min: 1, max: %d}
   retries: 0
   pod:
@@ -97,7 +99,7 @@ spec:
     runAsUser: 65534
     runAsGroup: 65534
     runAsNonRoot: true
-%s`, name, nodeNS, script, items, fixed, batchMax, kubetest.BatchImage, extra)
+`, name, nodeNS, script, items, fixed, resources, batchMax, kubetest.BatchImage)
 	var task kubeapi.Task
 	if err := yaml.UnmarshalStrict([]byte(doc), &task); err != nil {
 		f.t.Fatalf("task %s: %v\n%s", name, err, doc)
@@ -222,5 +224,195 @@ sleep 2`
 	}
 	if strings.Count(log, "no-token") != 3 || strings.Contains(log, "TOKEN-READABLE") || strings.Contains(log, "AGENT-ENV-LEAKED") {
 		t.Errorf("a batch could read an API token or the agent's environment:\n%s", log)
+	}
+}
+
+// TestNodePodsOOMKilledRetriedAndDeletedWithTheirTask: a batch that
+// allocates past its contract is OOMKilled by the kubelet's cgroup, and its
+// task is retried under the measured need until it fits (Done); a batch's
+// output is readable through the API server (kubectl logs) while it runs;
+// deleting a Task deletes its running Pod.
+func TestNodePodsOOMKilledRetriedAndDeletedWithTheirTask(t *testing.T) {
+	f := newFarm(t)
+	kubetest.StartNode(t, f.env, "kn1")
+	f.asServiceAccount()
+	cs := kubernetes.NewForConfigOrDie(f.env.Config)
+	pw := f.watchPods(cs)
+	f.startPodAgent("kn1")
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.dumpLogs()
+		}
+	})
+	// The allocator: the synthetic workload holds 80 MiB for 2 s, run as
+	// the container's only process; the task states 40 MiB.
+	grows := &kubeapi.Task{}
+	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(`
+apiVersion: lardon3d.io/v1alpha1
+kind: Task
+metadata: {name: grows, namespace: %s}
+spec:
+  command: [/bin/lardon3d-synth, --fixed, 80Mi, --hold, 2s]
+  items: {count: 1}
+  resources:
+    fixed: {memory: 40Mi}
+    threads: 1
+  pod: {image: %s, imagePullPolicy: Never, hostNetwork: true, runAsUser: 65534, runAsNonRoot: true}
+`, nodeNS, kubetest.BatchImage)), grows); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.env.Client.Create(f.ctx, grows); err != nil {
+		t.Fatal(err)
+	}
+	f.createPodTask("long", 1, 1, "16Mi", `echo "long batch started"; sleep 300`, "")
+
+	// The long batch's output, through the API server, while it runs.
+	var running *corev1.Pod
+	deadline := time.Now().Add(2 * time.Minute)
+	for running == nil {
+		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			if p := &list.Items[i]; strings.HasPrefix(p.Name, "long-b0-") && p.Status.Phase == corev1.PodRunning {
+				running = p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long task's Pod never ran")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for {
+		out, err := cs.CoreV1().Pods(nodeNS).GetLogs(running.Name, &corev1.PodLogOptions{Container: podrunner.ContainerName}).DoRaw(f.ctx)
+		if err == nil && strings.Contains(string(out), "long batch started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl logs %s: %q, %v", running.Name, out, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Deleting the Task deletes its running Pod.
+	var long kubeapi.Task
+	long.Name, long.Namespace = "long", nodeNS
+	if err := f.env.Client.Delete(f.ctx, &long); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	for {
+		_, err := cs.CoreV1().Pods(nodeNS).Get(f.ctx, running.Name, metav1.GetOptions{})
+		if err != nil && strings.Contains(err.Error(), "not found") {
+			break
+		}
+		if time.Since(deleted) > time.Minute {
+			t.Fatalf("the deleted Task's Pod %s still exists after a minute (err %v)", running.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the deleted Task's Pod was gone %v after the Task", time.Since(deleted).Round(time.Millisecond))
+
+	// The allocator ends Done, after at least one Pod killed for memory.
+	f.waitFor("grows Done", 4*time.Minute, func(ts []kubeapi.Task) bool {
+		for _, x := range ts {
+			if x.Name == "grows" {
+				return x.Status.Phase == v1alpha1.PhaseDone
+			}
+		}
+		return false
+	})
+	pods := pw.pods("grows-b0-")
+	if len(pods) < 2 {
+		t.Fatalf("%d Pods ran grows' batch: want the one OOMKilled and at least one retry", len(pods))
+	}
+	var smallest, largest int64 = 1 << 62, 0
+	for _, p := range pods {
+		m := p.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]
+		smallest, largest = min(smallest, m.Value()), max(largest, m.Value())
+	}
+	if want := int64(float64(40<<20) * 1.10); smallest != want {
+		t.Errorf("the first Pod's memory limit %d, want the contract 40Mi plus 10%% (%d)", smallest, want)
+	}
+	if largest < 80<<20 {
+		t.Errorf("the last Pod's memory limit %d is below what the batch allocates (80Mi), yet it succeeded", largest)
+	}
+	log, err := os.ReadFile(filepath.Join(f.agents["kn1"].state, "logs", nodeNS+".grows.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "reason MemoryExceeded the kubelet's cgroup killed it") {
+		t.Errorf("grows' log says no batch was killed for memory:\n%s", log)
+	}
+}
+
+// TestNodePodsCountWhatOtherPodsRequest: the governor counts what the
+// kubelet counts. With another workload's Pod requesting all of the node's
+// allocatable memory but 5 GiB, a task of 1 GiB items gets batches of at
+// most 4 items (their Pods request 4.4 GiB), where the machine alone
+// would fit all 8 at once, and the kubelet admits every batch Pod.
+func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
+	f := newFarm(t)
+	kubetest.StartNode(t, f.env, "kn1")
+	f.asServiceAccount()
+	cs := kubernetes.NewForConfigOrDie(f.env.Config)
+	pw := f.watchPods(cs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.dumpLogs()
+		}
+	})
+	var node corev1.Node
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := cs.CoreV1().Nodes().Get(f.ctx, "kn1", metav1.GetOptions{})
+		if err == nil && !n.Status.Allocatable.Memory().IsZero() {
+			node = *n
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kn1 publishes no allocatable memory: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	alloc := node.Status.Allocatable.Memory().Value()
+	if alloc < 12<<30 {
+		t.Fatalf("kn1 has %d bytes allocatable: the test wants a machine where 8 GiB of batches fit", alloc)
+	}
+	other := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "other-workload", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: "kn1", HostNetwork: true, AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{
+				Name: "sleep", Image: kubetest.BatchImage, ImagePullPolicy: corev1.PullNever,
+				Command:   []string{"/bin/sleep", "600"},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(alloc-5<<30, resource.BinarySI)}},
+			}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(f.ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.startPodAgent("kn1")
+	f.createPodTask("packed", 8, 8, "0", "true", `    perItem: {memory: 1Gi}
+`)
+	f.waitFor("packed Done", 4*time.Minute, func(ts []kubeapi.Task) bool {
+		for _, x := range ts {
+			if x.Name == "packed" {
+				return x.Status.Phase == v1alpha1.PhaseDone
+			}
+		}
+		return false
+	})
+	pods := pw.pods("packed-b")
+	if len(pods) < 2 {
+		t.Fatalf("%d batch Pods: want the 8 items cut to fit the 5 GiB the other Pod leaves", len(pods))
+	}
+	for _, p := range pods {
+		items := strings.Count(p.Annotations[podrunner.ItemsAnnotation], "\n")
+		req := p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
+		if items > 4 || req.Value() > 5<<30 {
+			t.Errorf("Pod %s runs %d items requesting %s: more than the 5 GiB the other Pod leaves", p.Name, items, req.String())
+		}
 	}
 }

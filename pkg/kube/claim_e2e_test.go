@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -296,9 +297,61 @@ func TestDeployManifestsGrantWhatANodeNeeds(t *testing.T) {
 		t.Errorf("priority class %q, requests %v", ds.Spec.Template.Spec.PriorityClassName, c.Resources.Requests)
 	}
 
+	// The agent runs unprivileged: no host path, no privilege, limits of
+	// its own, and a Pod of its template passes the restricted Pod
+	// Security profile its namespace enforces (a privileged one does not).
+	pt := ds.Spec.Template.Spec
+	for _, v := range pt.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("the agent mounts the host path %s", v.HostPath.Path)
+		}
+	}
+	if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+		t.Error("the agent is privileged")
+	}
+	if c.Resources.Limits.Memory().IsZero() || c.Resources.Limits.Cpu().IsZero() {
+		t.Errorf("the agent has no limits of its own: %v", c.Resources.Limits)
+	}
+	if !slices.Contains(c.Args, "--executor=pod") {
+		t.Errorf("the agent's args %v do not run each batch as a Pod", c.Args)
+	}
+	agentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent-dry-run", Namespace: "lardon3d"}, Spec: *pt.DeepCopy()}
+	agentPod.Spec.NodeName = "node-a"
+	if err := env.Client.Create(ctx, agentPod, ctrlclient.DryRunAll); err != nil {
+		t.Errorf("a Pod of the DaemonSet's template is refused in its namespace: %v", err)
+	}
+	privileged := agentPod.DeepCopy()
+	privileged.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	if err := env.Client.Create(ctx, privileged, ctrlclient.DryRunAll); !apierrors.IsForbidden(err) {
+		t.Errorf("the agent's namespace admits a privileged Pod (%v): Pod Security is not enforced there", err)
+	}
+
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:lardon3d:lardon3d-node"}
 	sa := newClient(t, env, cfg)
+	// It may make, follow and delete the batches' Pods and read their
+	// logs; nothing that reaches into a Pod or a node.
+	for _, ra := range []struct {
+		ra    authorizationv1.ResourceAttributes
+		allow bool
+	}{
+		{authorizationv1.ResourceAttributes{Namespace: "work", Verb: "create", Resource: "pods"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "work", Verb: "delete", Resource: "pods"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "watch", Resource: "pods"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "work", Verb: "get", Resource: "pods", Subresource: "log"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "work", Verb: "create", Resource: "pods", Subresource: "exec"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "work", Verb: "update", Resource: "pods"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "work", Verb: "get", Resource: "secrets"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy"}, false},
+	} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra.ra}}
+		if err := sa.Create(ctx, review); err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != ra.allow {
+			t.Errorf("the node's ServiceAccount may %s %s/%s: %v, want %v", ra.ra.Verb, ra.ra.Resource, ra.ra.Subresource, review.Status.Allowed, ra.allow)
+		}
+	}
 	var task kubeapi.Task
 	if err := sa.Get(ctx, ctrlclient.ObjectKey{Namespace: "work", Name: "t000"}, &task); err != nil {
 		t.Fatalf("the node cannot read a task: %v", err)

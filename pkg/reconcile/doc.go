@@ -57,7 +57,10 @@
 // dependency ends Done (deferItems), since it often globs their outputs.
 // The batch adapter (batches.go) keeps its own small mutex-guarded table of
 // what a batch needs (command, items, log path), written by the owner and read
-// by the queue's workers.
+// by the queue's workers, and starts each batch through Deps.Executor
+// (runner.Processes by default; the node agent's runs Pods): neither the
+// queue nor the owner knows which. A batch that is no process group of
+// this machine (a Pod) is not journaled.
 //
 // Status writes (statuswriter.go) run on a goroutine of their own per
 // spool, as kubelet's status manager syncs pod statuses apart from its

@@ -103,6 +103,13 @@
 //     is the leader reaped and Wait released. Zombies count as gone: they
 //     hold no memory and their parent owns them.
 //
+// The executor seam (executor.go): Executor is what the reconciler's batch
+// adapter starts a batch through, Execution what it holds of it; Processes
+// is Start, and package podrunner's Pods runs each batch as a Pod of the
+// same Spec (ContainerEnv builds a container's environment the way
+// buildEnv builds a process's, over an empty base; Spec.Mark, the
+// controller's marker variable, is a process's only).
+//
 // Errors: Start wraps in a *PrepareError (Transient) what may pass — the
 // run directory, the items file, the log or the cgroup could not be made
 // (a full or read-only disk) —, and returns the others (ErrCommandNotFound,

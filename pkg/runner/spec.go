@@ -255,12 +255,7 @@ func (s Spec) withDefaults() (Spec, error) {
 	if s.MemoryLimit < 0 {
 		return s, fmt.Errorf("%w: negative memory limit %d", ErrInvalidSpec, s.MemoryLimit)
 	}
-	switch {
-	case s.MemoryTolerance == 0:
-		s.MemoryTolerance = DefaultMemoryTolerance
-	case s.MemoryTolerance < 0:
-		s.MemoryTolerance = 0
-	}
+	s.MemoryTolerance = EffectiveTolerance(s.MemoryTolerance)
 	if s.KillGrace <= 0 {
 		s.KillGrace = DefaultKillGrace
 	}
@@ -299,13 +294,20 @@ func (s Spec) belowFloor(version int) bool {
 // tolerance defaulted as Start does: what a Pod's memory limit is. 0 for
 // no limit.
 func (s Spec) MemoryCeiling() int64 {
-	switch {
-	case s.MemoryTolerance == 0:
-		s.MemoryTolerance = DefaultMemoryTolerance
-	case s.MemoryTolerance < 0:
-		s.MemoryTolerance = 0
-	}
+	s.MemoryTolerance = EffectiveTolerance(s.MemoryTolerance)
 	return s.memoryCeiling()
+}
+
+// EffectiveTolerance is the tolerance Spec.MemoryTolerance t stands for: 0
+// means DefaultMemoryTolerance, a negative value none.
+func EffectiveTolerance(t float64) float64 {
+	switch {
+	case t == 0:
+		return DefaultMemoryTolerance
+	case t < 0:
+		return 0
+	}
+	return t
 }
 
 // memoryCeiling is the memory above which the batch is killed (the

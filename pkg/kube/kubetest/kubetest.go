@@ -1,10 +1,12 @@
 // Package kubetest starts a real Kubernetes control plane for tests: etcd and
 // kube-apiserver, built from Go modules by hack/kube-test-binaries.sh, run by
 // controller-runtime's envtest, with the CRD tasks.lardon3d.io installed from
-// deploy/crd/, the very file users apply.
+// deploy/crd/, the very file users apply; and, with StartNode, a real node:
+// the kubelet (built the same way) over containerd and runc.
 //
 // The binaries are found through LARDON3D_KUBE_ASSETS or KUBEBUILDER_ASSETS
-// (a directory holding kube-apiserver and etcd, as `make test` exports it);
+// (a directory holding kube-apiserver, etcd and kubelet, as `make test`
+// exports it);
 // when neither is set, Start runs hack/kube-test-binaries.sh itself, which
 // builds them on first use (minutes, once) and prints the cached directory
 // afterwards.
@@ -64,7 +66,7 @@ func RepoRoot(t testing.TB) string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
-// Assets is the directory holding kube-apiserver and etcd.
+// Assets is the directory holding kube-apiserver, etcd and kubelet.
 func Assets(t testing.TB) string {
 	for _, v := range []string{"LARDON3D_KUBE_ASSETS", "KUBEBUILDER_ASSETS"} {
 		if d := os.Getenv(v); d != "" {

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -309,6 +311,16 @@ func (n *Node) removeDir(t testing.TB) {
 		for _, e := range ents {
 			_ = exec.Command("runc", "--root", "/run/containerd/runc/k8s.io", "kill", "--all", e.Name(), "KILL").Run()
 			_ = exec.Command("runc", "--root", "/run/containerd/runc/k8s.io", "delete", "--force", e.Name()).Run()
+		}
+	}
+	// The shims of this containerd outlive it: each holds a container's
+	// state until killed.
+	if procs, err := procfs.AllProcs(); err == nil {
+		for _, p := range procs {
+			args, err := p.CmdLine()
+			if err == nil && len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, n.Containerd) {
+				_ = syscall.Kill(p.PID, syscall.SIGKILL)
+			}
 		}
 	}
 	// Mounts under the directory (rootfs overlays, volumes), deepest first.
