@@ -227,7 +227,7 @@ ServiceAccount, see deploy/).`,
 			// allocatable, less what the Pods it did not make request.
 			watch := &podrunner.NodeWatch{Client: pods.Client, Node: nodeName}
 			rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
-			first, err := watch.Read(rctx)
+			first, err := watch.Refresh(rctx)
 			rcancel()
 			if err != nil {
 				return &exitError{code: 2, err: err}

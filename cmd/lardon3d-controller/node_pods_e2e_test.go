@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
@@ -414,5 +416,72 @@ func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 		if items > 4 || req.Value() > 5<<30 {
 			t.Errorf("Pod %s runs %d items requesting %s: more than the 5 GiB the other Pod leaves", p.Name, items, req.String())
 		}
+	}
+}
+
+// TestNodePodsPauseDeletesThePodAndResumeRunsItAgain: a Pod cannot be
+// frozen, so pausing a task deletes its batch's Pod (the reservation
+// kept, the task Paused) and resuming runs the same items in a new Pod.
+func TestNodePodsPauseDeletesThePodAndResumeRunsItAgain(t *testing.T) {
+	f := newFarm(t)
+	kubetest.StartNode(t, f.env, "kn1")
+	f.asServiceAccount()
+	cs := kubernetes.NewForConfigOrDie(f.env.Config)
+	pw := f.watchPods(cs)
+	f.startPodAgent("kn1")
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.dumpLogs()
+		}
+	})
+	f.createPodTask("nap", 2, 2, "16Mi", `echo "nap started"; sleep 4`, "")
+	running := func() int {
+		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				n++
+			}
+		}
+		return n
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s after 2 minutes", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitUntil("running batch Pod", func() bool { return running() == 1 })
+	setPaused := func(paused bool) {
+		var task kubeapi.Task
+		task.Name, task.Namespace = "nap", nodeNS
+		patch := []byte(fmt.Sprintf(`{"spec":{"paused":%v}}`, paused))
+		if err := f.env.Client.Patch(f.ctx, &task, ctrlclient.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPaused(true)
+	f.waitFor("nap Paused", time.Minute, func(ts []kubeapi.Task) bool {
+		return len(ts) == 1 && ts[0].Status.Phase == v1alpha1.PhasePaused
+	})
+	waitUntil("Pod gone while paused", func() bool {
+		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0
+	})
+	setPaused(false)
+	f.waitFor("nap Done", 2*time.Minute, allDone)
+	pods := pw.pods("nap-b0-")
+	if len(pods) != 2 {
+		t.Fatalf("%d Pods ran the batch: want the one deleted at the pause and the one after it", len(pods))
+	}
+	if a, b := pods[0].Annotations[podrunner.BatchAnnotation], pods[1].Annotations[podrunner.BatchAnnotation]; a != b || pods[0].Annotations[podrunner.ItemsAnnotation] != pods[1].Annotations[podrunner.ItemsAnnotation] {
+		t.Errorf("the resumed Pod runs another batch: %q, then %q", a, b)
 	}
 }

@@ -44,25 +44,27 @@ type NodeView struct {
 // both. MemAvailable, the kernel's, stays where it is lower: Pods that use
 // more than they request. The agent's own cgroup bounds nothing (its
 // limits are its own, not its batches'), and CPUs is the node's
-// allocatable cpu. An unknown view leaves nothing available.
+// allocatable cpu. An unknown view leaves nothing available: MemAvailable
+// is then 1 byte, as when other Pods request it all (0 would read as
+// "unknown" to the governor, which then counts the capacity).
 func KubeletBound(s governor.Snapshot, v NodeView, tolerance float64) governor.Snapshot {
 	s.CgroupMemoryLimit, s.CgroupMemoryUsage, s.CPUQuota = 0, 0, 0
 	if !v.Known {
-		s.MemAvailable = 0
+		s.MemAvailable = 1
 		return s
 	}
 	unit := 1 + max(tolerance, 0)
 	s.MemTotal = min(s.MemTotal, int64(float64(v.AllocatableMemory)/unit))
-	s.MemAvailable = min(s.MemAvailable, int64(float64(max(v.AllocatableMemory-v.ForeignMemoryRequests, 0))/unit))
+	s.MemAvailable = max(min(s.MemAvailable, int64(float64(max(v.AllocatableMemory-v.ForeignMemoryRequests, 0))/unit)), 1)
 	if v.AllocatableCPUs > 0 {
 		s.CPUs = v.AllocatableCPUs
 	}
 	return s
 }
 
-// NodeWatch keeps a NodeView of one node fresh: Run reads the Node and the
-// Pods bound to it every period, View hands the last reading without
-// waiting.
+// NodeWatch keeps a NodeView of one node fresh: Refresh reads the Node
+// and the Pods bound to it, Run refreshes every period, View hands the
+// last reading without waiting.
 type NodeWatch struct {
 	// Client reaches the API server.
 	Client kubernetes.Interface
@@ -82,26 +84,33 @@ func (w *NodeWatch) View() (NodeView, error) {
 	return w.view, w.err
 }
 
-// Run reads the view at once, then every period until ctx ends.
+// Run refreshes the view every period until ctx ends.
 func (w *NodeWatch) Run(ctx context.Context, period time.Duration) {
 	for {
-		v, err := w.Read(ctx)
-		w.mu.Lock()
-		if err == nil {
-			w.view = v
-		}
-		w.err = err
-		w.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(period):
 		}
+		_, _ = w.Refresh(ctx)
 	}
 }
 
-// Read reads the node's view from the API server.
-func (w *NodeWatch) Read(ctx context.Context) (NodeView, error) {
+// Refresh reads the view from the API server and keeps it (a failed read
+// keeps the previous one, and its error).
+func (w *NodeWatch) Refresh(ctx context.Context) (NodeView, error) {
+	v, err := w.read(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		w.view = v
+	}
+	w.err = err
+	return w.view, err
+}
+
+// read reads the node's view from the API server.
+func (w *NodeWatch) read(ctx context.Context) (NodeView, error) {
 	node, err := w.Client.CoreV1().Nodes().Get(ctx, w.Node, metav1.GetOptions{})
 	if err != nil {
 		return NodeView{}, fmt.Errorf("reading Node %s: %w", w.Node, err)

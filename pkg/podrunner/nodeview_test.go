@@ -21,15 +21,15 @@ func TestKubeletBound(t *testing.T) {
 		wantTotal, wantAva int64
 		wantCPUs           int
 	}{
-		{"unknown view: nothing available", NodeView{}, 64 * gi, 0, 1},
+		{"unknown view: nothing available", NodeView{}, 64 * gi, 1, 1},
 		{"allocatable bounds both, in contract units", NodeView{Known: true, AllocatableMemory: 44 * gi, AllocatableCPUs: 16},
-			units(44*gi), units(44*gi), 16},
+			units(44 * gi), units(44 * gi), 16},
 		{"foreign requests lower what is available, not the capacity", NodeView{Known: true, AllocatableMemory: 44 * gi, AllocatableCPUs: 16, ForeignMemoryRequests: 33 * gi},
-			units(44*gi), units(11*gi), 16},
+			units(44 * gi), units(11 * gi), 16},
 		{"the kernel's available stays where lower", NodeView{Known: true, AllocatableMemory: 120 * gi, AllocatableCPUs: 16},
 			64 * gi, 60 * gi, 16},
 		{"requests past allocatable leave nothing", NodeView{Known: true, AllocatableMemory: 8 * gi, ForeignMemoryRequests: 9 * gi},
-			units(8*gi), 0, 1},
+			units(8 * gi), 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := KubeletBound(machine, tc.view, 0.10)
@@ -61,5 +61,44 @@ func TestPodMemoryRequestCountsAsTheKubeletDoes(t *testing.T) {
 	p.Spec.InitContainers = p.Spec.InitContainers[1:]
 	if got, want := podMemoryRequest(p), int64(1536+256+128)<<20; got != want {
 		t.Errorf("request %d, want %d", got, want)
+	}
+}
+
+// TestKubeletBoundHoldsTheGovernor: through the governor itself, a batch
+// that the kubelet would refuse is not admitted: with the view unknown,
+// with other Pods' requests leaving too little, and it is with room left.
+func TestKubeletBoundHoldsTheGovernor(t *testing.T) {
+	const gi = int64(1) << 30
+	machine := governor.Snapshot{MemTotal: 64 * gi, MemAvailable: 60 * gi, CPUs: 16}
+	demand := governor.Estimate{PerItemMemory: gi, BatchMin: 1, BatchMax: 8, Threads: 1, MinThreads: 1}
+	for _, tc := range []struct {
+		name     string
+		view     NodeView
+		admit    bool
+		maxItems int64
+	}{
+		{"unknown view", NodeView{}, false, 0},
+		{"others request all but 2 GiB", NodeView{Known: true, AllocatableMemory: 60 * gi, AllocatableCPUs: 16, ForeignMemoryRequests: 58 * gi}, true, 1},
+		{"others request it all", NodeView{Known: true, AllocatableMemory: 60 * gi, AllocatableCPUs: 16, ForeignMemoryRequests: 60 * gi}, false, 0},
+		{"room for every item", NodeView{Known: true, AllocatableMemory: 60 * gi, AllocatableCPUs: 16}, true, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := governor.New(governor.Config{MemoryReserved: -1, LoadThreshold: -1, IOPressureThreshold: -1})
+			g.Update(KubeletBound(machine, tc.view, 0.10))
+			d := g.Decide(demand)
+			admitted := d.Verdict == governor.Admit || d.Verdict == governor.ReduceBatch
+			if admitted != tc.admit {
+				t.Fatalf("verdict %v (%s, free %d), want admitted %v", d.Verdict, d.Reason, d.Free, tc.admit)
+			}
+			if admitted {
+				ceiling := int64(float64(d.Batch*demand.PerItemMemory) * 1.10)
+				if free := tc.view.AllocatableMemory - tc.view.ForeignMemoryRequests; ceiling > free {
+					t.Errorf("the batch's Pod requests %d, the kubelet has %d", ceiling, free)
+				}
+				if d.Batch > tc.maxItems {
+					t.Errorf("batch %d, want at most %d", d.Batch, tc.maxItems)
+				}
+			}
+		})
 	}
 }

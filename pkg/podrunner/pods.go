@@ -130,7 +130,7 @@ func (p *Pods) Start(ctx context.Context, spec runner.Spec) (runner.Execution, e
 		return nil, err
 	}
 	b := &podBatch{
-		p: p, spec: spec, ns: ns, template: pod,
+		p: p, spec: spec, ns: ns, template: pod, ctx: ctx,
 		ops:     make(chan podOp),
 		done:    make(chan struct{}),
 		started: time.Now(),
@@ -315,7 +315,9 @@ const (
 
 // podBatch is one batch run as one Pod at a time (runner.Execution).
 type podBatch struct {
-	p        *Pods
+	p *Pods
+	// ctx is Start's: its end cancels the batch, as Cancel does.
+	ctx      context.Context
 	spec     runner.Spec
 	ns       string
 	template *corev1.Pod
@@ -487,8 +489,31 @@ func (b *podBatch) supervise(name string) {
 		b.mu.Unlock()
 	}
 	startRun(name)
+	cancelled := func(reply chan error) {
+		wasRunning := !paused
+		if wasRunning {
+			stopRun()
+		}
+		res := runner.Result{ExitCode: -1, Reason: runner.ReasonCancelled, Message: "cancelled: its Pod was deleted"}
+		if err := context.Cause(b.ctx); err != nil {
+			res.Message = fmt.Sprintf("cancelled: %v: its Pod was deleted", err)
+		}
+		if wasRunning {
+			b.appendLog(ctx, name, res)
+			if err := remove(); err != nil {
+				res.Message += "; " + err.Error()
+			}
+		}
+		if reply != nil {
+			reply <- nil
+		}
+		finish(res)
+	}
 	for {
 		select {
+		case <-b.ctx.Done():
+			cancelled(nil)
+			return
 		case e := <-endings:
 			stopRun()
 			res := b.outcome(ctx, name, e)
@@ -519,7 +544,9 @@ func (b *podBatch) supervise(name string) {
 				paused = err == nil
 				op.reply <- err
 			case opResume:
-				if !paused {
+				if !paused || b.ctx.Err() != nil {
+					// A cancelled batch is not started again to be
+					// deleted at once: its end is near.
 					op.reply <- nil
 					continue
 				}
@@ -530,20 +557,7 @@ func (b *podBatch) supervise(name string) {
 				}
 				op.reply <- err
 			case opCancel:
-				if !paused {
-					stopRun()
-				}
-				res := runner.Result{ExitCode: -1, Reason: runner.ReasonCancelled, Message: "cancelled: its Pod was deleted"}
-				if !paused {
-					b.appendLog(ctx, name, res)
-					if err := remove(); err != nil {
-						res.Message += "; " + err.Error()
-					}
-				}
-				if op.reply != nil {
-					op.reply <- nil
-				}
-				finish(res)
+				cancelled(op.reply)
 				return
 			}
 		}

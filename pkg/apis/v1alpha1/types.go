@@ -146,16 +146,19 @@ type PodVolume struct {
 	// Name of the volume, a DNS label.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Name string `json:"name" validate:"required,dnsname"`
+	Name string `json:"name" validate:"required,dnslabel"`
 	// MountPath is where the container sees it (absolute).
 	// +kubebuilder:validation:Pattern=`^/`
-	MountPath string `json:"mountPath" validate:"required,startswith=/"`
+	MountPath string `json:"mountPath" validate:"required,abspath"`
 	// ReadOnly mounts it read-only.
 	ReadOnly bool `json:"readOnly,omitempty"`
 	// ClaimName names a PersistentVolumeClaim of the task's namespace.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ClaimName string `json:"claimName,omitempty" validate:"omitempty,dnsname"`
 	// HostPath is a directory of the node (absolute).
-	HostPath string `json:"hostPath,omitempty" validate:"omitempty,startswith=/"`
+	// +kubebuilder:validation:Pattern=`^/`
+	HostPath string `json:"hostPath,omitempty" validate:"omitempty,abspath"`
 	// EmptyDir is a directory of the Pod's own, gone with it.
 	EmptyDir bool `json:"emptyDir,omitempty"`
 }

@@ -46,6 +46,12 @@ var validate = sync.OnceValue(func() *validator.Validate {
 		s := fl.Field().String()
 		return len(s) <= MaxNameLength && len(validation.IsDNS1123Subdomain(s)) == 0
 	}))
+	must(v.RegisterValidation("dnslabel", func(fl validator.FieldLevel) bool {
+		return len(validation.IsDNS1123Label(fl.Field().String())) == 0
+	}))
+	must(v.RegisterValidation("abspath", func(fl validator.FieldLevel) bool {
+		return strings.HasPrefix(fl.Field().String(), "/")
+	}))
 	must(v.RegisterValidation("envname", func(fl validator.FieldLevel) bool {
 		return envNameRE.MatchString(fl.Field().String())
 	}))
@@ -241,6 +247,10 @@ func translate(fe validator.FieldError) *FieldError {
 		e.Rule, e.Detail = RuleRange, "must be <= "+fe.Param()
 	case "dnsname":
 		e.Rule, e.Detail = RuleFormat, "must be a lower case name of at most "+strconv.Itoa(MaxNameLength)+" characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit"
+	case "dnslabel":
+		e.Rule, e.Detail = RuleFormat, "must be a lower case name of at most 63 characters (a-z, 0-9, '-'), starting and ending with a letter or digit"
+	case "abspath":
+		e.Rule, e.Detail = RuleFormat, "must be an absolute path"
 	case "envname":
 		e.Rule, e.Detail = RuleFormat, "must be a variable name (letters, digits, '_', not starting with a digit)"
 	case "globpattern":

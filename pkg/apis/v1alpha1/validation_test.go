@@ -96,6 +96,24 @@ func TestValidateMessages(t *testing.T) {
 		{"dependsOn duplicate", func(t *Task) { t.Spec.DependsOn = []string{"import", "exif", "import"} }, []string{`spec.dependsOn[2]: must not repeat dependsOn[0], got "import"`}, RuleUnique},
 		{"env name", func(t *Task) { t.Spec.Env = []EnvVar{{Name: "OMP-THREADS", Value: "1"}} }, []string{`spec.env[0].name: must be a variable name (letters, digits, '_', not starting with a digit), got "OMP-THREADS"`}, RuleFormat},
 		{"env name missing", func(t *Task) { t.Spec.Env = []EnvVar{{Value: "1"}} }, []string{`spec.env[0].name: is required`}, RuleRequired},
+		{"pod without image", func(t *Task) { t.Spec.Pod = &TaskPod{} }, []string{`spec.pod.image: is required`}, RuleRequired},
+		{"pod pull policy", func(t *Task) { t.Spec.Pod = &TaskPod{Image: "a", ImagePullPolicy: "Sometimes"} }, []string{`spec.pod.imagePullPolicy: must be one of Always|IfNotPresent|Never, got "Sometimes"`}, RuleEnum},
+		{"pod volume kinds", func(t *Task) {
+			t.Spec.Pod = &TaskPod{Image: "a", Volumes: []PodVolume{{Name: "a", MountPath: "/a", ClaimName: "c", EmptyDir: true}, {Name: "b", MountPath: "/b"}}}
+		}, []string{`spec.pod.volumes[0]: must set exactly one of claimName, hostPath, emptyDir, got claimName and emptyDir`, `spec.pod.volumes[1]: must set exactly one of claimName, hostPath, emptyDir, got none`}, RuleOneOf},
+		{"pod volume duplicates", func(t *Task) {
+			t.Spec.Pod = &TaskPod{Image: "a", Volumes: []PodVolume{{Name: "a", MountPath: "/a", EmptyDir: true}, {Name: "a", MountPath: "/a", EmptyDir: true}}}
+		}, []string{`spec.pod.volumes[1].name: must not repeat volumes[0].name, got "a"`, `spec.pod.volumes[1].mountPath: must not repeat volumes[0].mountPath, got "/a"`}, RuleUnique},
+		{"pod volume on the items", func(t *Task) {
+			t.Spec.Pod = &TaskPod{Image: "a", Volumes: []PodVolume{{Name: "a", MountPath: PodItemsDir, EmptyDir: true}}}
+		}, []string{`spec.pod.volumes[0].mountPath: must not be /var/run/lardon3d: the batch's items are mounted there, got "/var/run/lardon3d"`}, RuleRange},
+		{"pod volume relative", func(t *Task) {
+			t.Spec.Pod = &TaskPod{Image: "a", Volumes: []PodVolume{{Name: "Data", MountPath: "data", HostPath: "srv"}}}
+		}, []string{`spec.pod.volumes[0].name: must be a lower case name of at most 63 characters (a-z, 0-9, '-'), starting and ending with a letter or digit, got "Data"`, `spec.pod.volumes[0].mountPath: must be an absolute path, got "data"`, `spec.pod.volumes[0].hostPath: must be an absolute path, got "srv"`}, RuleFormat},
+		{"pod toleration", func(t *Task) {
+			t.Spec.Pod = &TaskPod{Image: "a", Tolerations: []PodToleration{{Key: "k", Operator: "In"}}}
+		}, []string{`spec.pod.tolerations[0].operator: must be one of Equal|Exists, got "In"`}, RuleEnum},
+		{"pod runAsUser negative", func(t *Task) { t.Spec.Pod = &TaskPod{Image: "a", RunAsUser: ptr[int64](-1)} }, []string{`spec.pod.runAsUser: must be >= 0, got -1`}, RuleRange},
 		{"env duplicate", func(t *Task) { t.Spec.Env = []EnvVar{{Name: "A"}, {Name: "B"}, {Name: "A"}} }, []string{`spec.env[2].name: must not repeat env[0].name, got "A"`}, RuleUnique},
 	}
 	for _, tc := range tests {
