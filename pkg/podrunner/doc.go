@@ -44,7 +44,13 @@
 //     items from the start (the batch's items are committed only when it
 //     ends). Cancel deletes it too. The timeout counts running time only;
 //   - what a crashed agent left: Cleanup deletes every Pod of this node
-//     carrying ManagedByLabel, before any batch starts.
+//     carrying ManagedByLabel, before any batch starts;
+//   - the kubelet's view of the node (nodeview.go): NodeWatch reads the
+//     Node's allocatable and the memory requests of the Pods bound to it
+//     that no agent made, every 2 s; KubeletBound bounds the machine's
+//     snapshot by it, in contract units (a Pod requests its contract
+//     times 1+tolerance), so that the governor admits only what the
+//     kubelet admits.
 //
 // It never decides admission, retries or resizes a batch, writes a Task,
 // or reads the node's files: what it knows of a batch comes from the API
@@ -52,5 +58,7 @@
 //
 // Concurrency: one supervising goroutine per batch owns its Pod; Pause,
 // Resume and Cancel hand it requests on a channel and Pause and Resume
-// wait for its answer. podBatch.mu guards only the result and the sample.
+// wait for its answer; the end of Start's context cancels the batch.
+// podBatch.mu guards only the result; NodeWatch.mu only the last view.
+// Neither is held across a call to the API server.
 package podrunner

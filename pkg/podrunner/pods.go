@@ -327,8 +327,7 @@ type podBatch struct {
 
 	mu struct {
 		sync.Mutex
-		res    runner.Result
-		memory int64
+		res runner.Result
 	}
 }
 
