@@ -112,6 +112,36 @@ spec:
 	return &task
 }
 
+// newPodFarm is a farm with a real node, kn1, whose agents act as the
+// DaemonSet's ServiceAccount, an administrator's clientset, and the record
+// of the batch Pods; the agents' logs are shown if the test fails.
+func newPodFarm(t *testing.T) (*farm, kubernetes.Interface, *podWatch) {
+	t.Helper()
+	f := newFarm(t)
+	kubetest.StartNode(t, f.env, "kn1")
+	f.asServiceAccount()
+	cs := kubernetes.NewForConfigOrDie(f.env.Config)
+	pw := f.watchPods(cs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.dumpLogs()
+		}
+	})
+	return f, cs, pw
+}
+
+// taskIs is a waitFor condition: the task name is in phase.
+func taskIs(name string, phase v1alpha1.Phase) func([]kubeapi.Task) bool {
+	return func(ts []kubeapi.Task) bool {
+		for _, x := range ts {
+			if x.Name == name {
+				return x.Status.Phase == phase
+			}
+		}
+		return false
+	}
+}
+
 // startPodAgent starts the agent of a test node with the Pod executor. The
 // test node has no CNI plugin, so its Node keeps the kubelet's not-ready
 // taint (host-network Pods run all the same): the agent tolerates it.
@@ -128,17 +158,8 @@ func (f *farm) startPodAgent(name string, extra ...string) *nodeAgent {
 // each Pod is gone once its batch ended, and its output is in the task's
 // log.
 func TestNodePodsRunEachBatchAsAPodOfItsContract(t *testing.T) {
-	f := newFarm(t)
-	kubetest.StartNode(t, f.env, "kn1")
-	f.asServiceAccount()
-	cs := kubernetes.NewForConfigOrDie(f.env.Config)
-	pw := f.watchPods(cs)
+	f, cs, pw := newPodFarm(t)
 	a := f.startPodAgent("kn1")
-	t.Cleanup(func() {
-		if t.Failed() {
-			f.dumpLogs()
-		}
-	})
 	script := `echo "batch $LARDON3D_BATCH_INDEX of $LARDON3D_TASK threads $LARDON3D_THREADS uid $(id -u)"
 while read item; do echo "item $item"; done < "$LARDON3D_ITEMS_FILE"
 if cat /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null 2>&1; then echo TOKEN-READABLE; else echo no-token; fi
@@ -235,17 +256,8 @@ sleep 2`
 // output is readable through the API server (kubectl logs) while it runs;
 // deleting a Task deletes its running Pod.
 func TestNodePodsOOMKilledRetriedAndDeletedWithTheirTask(t *testing.T) {
-	f := newFarm(t)
-	kubetest.StartNode(t, f.env, "kn1")
-	f.asServiceAccount()
-	cs := kubernetes.NewForConfigOrDie(f.env.Config)
-	pw := f.watchPods(cs)
+	f, cs, pw := newPodFarm(t)
 	f.startPodAgent("kn1")
-	t.Cleanup(func() {
-		if t.Failed() {
-			f.dumpLogs()
-		}
-	})
 	// The allocator: the synthetic workload holds 80 MiB for 2 s, run as
 	// the container's only process; the task states 40 MiB.
 	grows := &kubeapi.Task{}
@@ -316,14 +328,7 @@ spec:
 	t.Logf("the deleted Task's Pod was gone %v after the Task", time.Since(deleted).Round(time.Millisecond))
 
 	// The allocator ends Done, after at least one Pod killed for memory.
-	f.waitFor("grows Done", 4*time.Minute, func(ts []kubeapi.Task) bool {
-		for _, x := range ts {
-			if x.Name == "grows" {
-				return x.Status.Phase == v1alpha1.PhaseDone
-			}
-		}
-		return false
-	})
+	f.waitFor("grows Done", 4*time.Minute, taskIs("grows", v1alpha1.PhaseDone))
 	pods := pw.pods("grows-b0-")
 	if len(pods) < 2 {
 		t.Fatalf("%d Pods ran grows' batch: want the one OOMKilled and at least one retry", len(pods))
@@ -354,16 +359,7 @@ spec:
 // most 4 items (their Pods request 4.4 GiB), where the machine alone
 // would fit all 8 at once, and the kubelet admits every batch Pod.
 func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
-	f := newFarm(t)
-	kubetest.StartNode(t, f.env, "kn1")
-	f.asServiceAccount()
-	cs := kubernetes.NewForConfigOrDie(f.env.Config)
-	pw := f.watchPods(cs)
-	t.Cleanup(func() {
-		if t.Failed() {
-			f.dumpLogs()
-		}
-	})
+	f, cs, pw := newPodFarm(t)
 	var node corev1.Node
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -398,14 +394,7 @@ func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 	f.startPodAgent("kn1")
 	f.createPodTask("packed", 8, 8, "0", "true", `    perItem: {memory: 1Gi}
 `)
-	f.waitFor("packed Done", 4*time.Minute, func(ts []kubeapi.Task) bool {
-		for _, x := range ts {
-			if x.Name == "packed" {
-				return x.Status.Phase == v1alpha1.PhaseDone
-			}
-		}
-		return false
-	})
+	f.waitFor("packed Done", 4*time.Minute, taskIs("packed", v1alpha1.PhaseDone))
 	pods := pw.pods("packed-b")
 	if len(pods) < 2 {
 		t.Fatalf("%d batch Pods: want the 8 items cut to fit the 5 GiB the other Pod leaves", len(pods))
@@ -422,19 +411,28 @@ func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 // TestNodePodsPauseDeletesThePodAndResumeRunsItAgain: a Pod cannot be
 // frozen, so pausing a task deletes its batch's Pod (the reservation
 // kept, the task Paused) and resuming runs the same items in a new Pod.
+// A task whose spec.pod.nodeSelector the node's labels do not match is
+// not claimed until they do.
 func TestNodePodsPauseDeletesThePodAndResumeRunsItAgain(t *testing.T) {
-	f := newFarm(t)
-	kubetest.StartNode(t, f.env, "kn1")
-	f.asServiceAccount()
-	cs := kubernetes.NewForConfigOrDie(f.env.Config)
-	pw := f.watchPods(cs)
+	f, cs, pw := newPodFarm(t)
 	f.startPodAgent("kn1")
-	t.Cleanup(func() {
-		if t.Failed() {
-			f.dumpLogs()
-		}
-	})
 	f.createPodTask("nap", 2, 2, "16Mi", `echo "nap started"; sleep 4`, "")
+	picky := &kubeapi.Task{}
+	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(`
+apiVersion: lardon3d.io/v1alpha1
+kind: Task
+metadata: {name: picky, namespace: %s}
+spec:
+  command: [/bin/true]
+  items: {count: 1}
+  resources: {fixed: {memory: 16Mi}}
+  pod: {image: %s, imagePullPolicy: Never, hostNetwork: true, runAsUser: 65534, nodeSelector: {disk: ssd}}
+`, nodeNS, kubetest.BatchImage)), picky); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.env.Client.Create(f.ctx, picky); err != nil {
+		t.Fatal(err)
+	}
 	running := func() int {
 		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
 		if err != nil {
@@ -468,15 +466,30 @@ func TestNodePodsPauseDeletesThePodAndResumeRunsItAgain(t *testing.T) {
 		}
 	}
 	setPaused(true)
-	f.waitFor("nap Paused", time.Minute, func(ts []kubeapi.Task) bool {
-		return len(ts) == 1 && ts[0].Status.Phase == v1alpha1.PhasePaused
-	})
+	f.waitFor("nap Paused", time.Minute, taskIs("nap", v1alpha1.PhasePaused))
 	waitUntil("Pod gone while paused", func() bool {
 		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 0
 	})
 	setPaused(false)
-	f.waitFor("nap Done", 2*time.Minute, allDone)
+	f.waitFor("nap Done", 2*time.Minute, taskIs("nap", v1alpha1.PhaseDone))
+	for _, x := range f.tasks() {
+		if x.Name == "picky" && (x.Status.Claim != nil || x.Status.Phase == v1alpha1.PhaseDone) {
+			t.Fatalf("picky was claimed by a node without its label: %+v", x.Status)
+		}
+	}
+	if len(pw.pods("picky-")) != 0 {
+		t.Fatal("a Pod ran picky on a node without its label")
+	}
+	node, err := cs.CoreV1().Nodes().Get(f.ctx, "kn1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels["disk"] = "ssd"
+	if _, err := cs.CoreV1().Nodes().Update(f.ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("picky Done once kn1 has its label", time.Minute, allDone)
 	pods := pw.pods("nap-b0-")
 	if len(pods) != 2 {
 		t.Fatalf("%d Pods ran the batch: want the one deleted at the pause and the one after it", len(pods))

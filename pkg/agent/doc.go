@@ -17,6 +17,8 @@
 //     handed the task with dependsOn cleared;
 //   - this node's governor, asked without reserving (Governor.Decide, a
 //     dry run), would admit at least its smallest batch now;
+//   - its Node (read every nodeCheckEvery) carries every label the task's
+//     spec.pod.nodeSelector names, as the kubelet requires of its Pods;
 //   - no task it claimed earlier is still waiting for the local queue's
 //     admission: the dry run does not reserve, so claims are made one at a
 //     time, each once the previous one is admitted (or settled).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -97,6 +98,12 @@ func (s *Source) checkNode(ctx context.Context) {
 	s.mu.Lock()
 	was := s.mu.cordoned
 	s.mu.cordoned = why
+	if err == nil {
+		s.mu.nodeLabels = maps.Clone(n.Labels)
+		if s.mu.nodeLabels == nil {
+			s.mu.nodeLabels = map[string]string{}
+		}
+	}
 	s.mu.Unlock()
 	if (was == "") == (why == "") {
 		return

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -156,6 +157,9 @@ type Source struct {
 		// takes no new work ("": it does). Either drains.
 		leaving  bool
 		cordoned string
+		// nodeLabels are this node's Node's labels at its last read (nil:
+		// never read), for the tasks' spec.pod.nodeSelector.
+		nodeLabels map[string]string
 	}
 }
 
@@ -407,6 +411,22 @@ func (s *Source) deliver(ctx context.Context) {
 	}
 }
 
+// nodeSelects reports whether this node may run t's batches: t names no
+// spec.pod.nodeSelector, or this node's Node (read by checkNode) carries
+// every label it names, as the kubelet requires of a Pod bound to it. A
+// Node never read selects no task that asks.
+func (s *Source) nodeSelects(t *kubeapi.Task) bool {
+	if t.Spec.Pod == nil || len(t.Spec.Pod.NodeSelector) == 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.nodeLabels == nil {
+		return false
+	}
+	return labels.SelectorFromSet(t.Spec.Pod.NodeSelector).Matches(labels.Set(s.mu.nodeLabels))
+}
+
 // Path is the opaque path of a task in the reconciler: "namespace/name".
 func Path(namespace, name string) string { return namespace + "/" + name }
 
@@ -529,6 +549,9 @@ func (s *Source) pass(ctx context.Context, r ctrlclient.Reader) error {
 			// Held by this process (it takes an edit itself), paused, or
 			// ended with the spec it has.
 			continue
+		}
+		if !s.nodeSelects(t) {
+			continue // its Pods could not run here
 		}
 		takeOver := false
 		var holder *coordinationv1.Lease
