@@ -68,6 +68,9 @@ type Pods struct {
 	// Gone bounds the wait for a deleted Pod to disappear (its processes
 	// stopped), beyond its grace period; 0 means 2 minutes.
 	Gone time.Duration
+	// DefaultImage is the image of a batch whose task names none
+	// (spec.pod.image); "" leaves such a batch unable to start.
+	DefaultImage string
 }
 
 var _ runner.Executor = (*Pods)(nil)
@@ -115,7 +118,15 @@ func (p *Pods) Start(ctx context.Context, spec runner.Spec) (runner.Execution, e
 		return nil, fmt.Errorf("%w: empty command", runner.ErrInvalidSpec)
 	}
 	if spec.Pod == nil || spec.Pod.Image == "" {
-		return nil, fmt.Errorf("%w: task %q has no spec.pod.image: on Kubernetes every batch runs as a Pod of an image", runner.ErrInvalidSpec, spec.Task)
+		if p.DefaultImage == "" {
+			return nil, fmt.Errorf("%w: task %q names no spec.pod.image and the agent has no --default-image: on Kubernetes every batch runs as a Pod of an image", runner.ErrInvalidSpec, spec.Task)
+		}
+		tp := &v1alpha1.TaskPod{}
+		if spec.Pod != nil {
+			tp = spec.Pod.DeepCopy()
+		}
+		tp.Image = p.DefaultImage
+		spec.Pod = tp
 	}
 	split := p.SplitName
 	if split == nil {

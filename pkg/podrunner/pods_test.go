@@ -113,8 +113,8 @@ func TestPodForRefusesWhatNoPodHolds(t *testing.T) {
 	}
 	s = batchSpec()
 	s.Pod = nil
-	if _, err := p.Start(context.Background(), s); !errors.Is(err, runner.ErrInvalidSpec) || !strings.Contains(err.Error(), "spec.pod.image") {
-		t.Errorf("no image: %v, want ErrInvalidSpec naming spec.pod.image", err)
+	if _, err := p.Start(context.Background(), s); !errors.Is(err, runner.ErrInvalidSpec) || !strings.Contains(err.Error(), "spec.pod.image") || !strings.Contains(err.Error(), "--default-image") {
+		t.Errorf("no image: %v, want ErrInvalidSpec naming spec.pod.image and --default-image", err)
 	}
 }
 
