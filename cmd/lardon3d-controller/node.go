@@ -66,6 +66,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 		batchPolicy    string
 		executor       string
 		defaultImage   string
+		wrapperImage   string
 	)
 	cmd := &cobra.Command{
 		Use:   "node",
@@ -97,6 +98,7 @@ ServiceAccount, see deploy/).`,
 	f.DurationVar(&killGrace, "kill-grace", 10*time.Second, "SIGTERM to SIGKILL delay when a batch is cancelled (a fenced task's batches are cancelled at once)")
 	f.StringVar(&executor, "executor", executorPod, "how a batch runs: pod (a Pod bound to this node, its limits the contract, its image spec.pod.image) or process (a process of the agent's own machine, as the spool mode runs it)")
 	f.StringVar(&defaultImage, "default-image", "", "with --executor pod, the image of a batch whose Task names no spec.pod.image (e.g. one holding the step tools the bundled examples name)")
+	f.StringVar(&wrapperImage, "wrapper-image", "", "with --executor pod, an image holding lardon3d-podwrap at "+podrunner.WrapperPath+" (the agent's own): each batch Pod copies it in and runs the command under it, which reports the container's peak memory, so batches feed the learned estimates; none: the peak is unknown")
 	f.StringVar(&cgroupMode, "cgroups", "auto", "one cgroup per batch: auto, required or off (as for run)")
 	f.StringVar(&cgroupParent, "cgroup-parent", "", "cgroup path under which the batches' cgroups are created (default: the agent's own cgroup)")
 	f.StringVar(&batchPolicy, "batch-policy", reconcile.BatchEfficient, "which batch among those that fit: efficient or largest (as for run)")
@@ -213,7 +215,7 @@ ServiceAccount, see deploy/).`,
 			if err != nil {
 				return usage(err)
 			}
-			pods.DefaultImage = defaultImage
+			pods.DefaultImage, pods.WrapperImage = defaultImage, wrapperImage
 			// What a previous agent of this node left runs again from
 			// its committed progress: its Pods go first.
 			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -147,7 +147,7 @@ func taskIs(name string, phase v1alpha1.Phase) func([]kubeapi.Task) bool {
 // taint (host-network Pods run all the same): the agent tolerates it.
 func (f *farm) startPodAgent(name string, extra ...string) *nodeAgent {
 	f.t.Helper()
-	return f.start(name, append([]string{"--executor", "pod", "--tolerate-taint", "node.kubernetes.io/not-ready"}, extra...)...)
+	return f.start(name, append([]string{"--executor", "pod", "--tolerate-taint", "node.kubernetes.io/not-ready", "--wrapper-image", kubetest.BatchImage}, extra...)...)
 }
 
 // TestNodePodsRunEachBatchAsAPodOfItsContract: a Task of three batches runs
@@ -164,7 +164,7 @@ func TestNodePodsRunEachBatchAsAPodOfItsContract(t *testing.T) {
 while read item; do echo "item $item"; done < "$LARDON3D_ITEMS_FILE"
 if cat /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null 2>&1; then echo TOKEN-READABLE; else echo no-token; fi
 env | grep -q -e '^NODE=' -e '^LARDON3D_STATE_DIR=' && echo AGENT-ENV-LEAKED
-sleep 2`
+lardon3d-synth --fixed 24Mi --per-item 0 --hold 2s`
 	f.createPodTask("three", 6, 2, "48Mi", script, "")
 	ts := f.waitFor("three Done", 4*time.Minute, allDone)
 	var done kubeapi.Task
@@ -175,6 +175,13 @@ sleep 2`
 	}
 	if got := done.Status.Progress.ItemsDone; got != 6 {
 		t.Fatalf("items done %d, want 6", got)
+	}
+	// The wrapper reported each container's peak: at least the 24 MiB the
+	// synthetic step held, within the Pod's limit.
+	limit := int64(48<<20) + int64(48<<20)/10 + 1 // the contract plus 10 %, rounded up
+	if lb := done.Status.LastBatch; lb == nil || lb.PeakMemory == nil || lb.PeakMemory.Value() < 24<<20 || lb.PeakMemory.Value() > limit {
+		log, _ := os.ReadFile(filepath.Join(a.state, "logs", nodeNS+".three.log"))
+		t.Errorf("last batch %+v: want a peak between 24MiB and the limit\n%s", lb, log)
 	}
 
 	pods := pw.pods("three-b")
@@ -348,7 +355,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(log), "reason MemoryExceeded the kubelet's cgroup killed it") {
+	if !strings.Contains(string(log), "reason MemoryExceeded peak ") || !strings.Contains(string(log), "the kubelet's cgroup killed it") {
 		t.Errorf("grows' log says no batch was killed for memory:\n%s", log)
 	}
 }

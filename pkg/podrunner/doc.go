@@ -31,9 +31,13 @@
 //     cgroup killed it at its limit) is ReasonMemoryExceeded with the peak
 //     taken as the limit, so the queue retries it under a measured need as
 //     for a process; a Pod the kubelet refused or whose image cannot be
-//     had ends the batch as failed, saying why. The peak memory is not
-//     read otherwise (the agent has no access to the node's cgroups):
-//     such batches feed no learned estimate (history.Record.Usable);
+//     had ends the batch as failed, saying why. With Pods.WrapperImage,
+//     an init container copies lardon3d-podwrap into the Pod and the
+//     command runs under it: the container's peak (its own cgroup's,
+//     read from inside) comes back in the termination message
+//     (v1alpha1.PodPeakMemoryPrefix). Without it the peak is unknown
+//     (the agent has no access to the node's cgroups) and the batch
+//     feeds no learned estimate (history.Record.Usable);
 //   - the log: once the batch ended, the container's output is appended
 //     to the task's log (runner.Spec.LogPath) between a header and an end
 //     line like a process batch's, then the Pod is deleted; while it runs,

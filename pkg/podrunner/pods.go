@@ -71,7 +71,20 @@ type Pods struct {
 	// DefaultImage is the image of a batch whose task names none
 	// (spec.pod.image); "" leaves such a batch unable to start.
 	DefaultImage string
+	// WrapperImage, when set, is an image holding lardon3d-podwrap at
+	// WrapperPath: an init container copies it into the Pod, and the
+	// batch's command runs under it, which reports the container's peak
+	// memory in its termination message. "" runs the command bare, its
+	// peak unknown.
+	WrapperImage string
 }
+
+// WrapperPath is where WrapperImage holds lardon3d-podwrap; wrapperDir
+// is where the Pod's containers share the copy.
+const (
+	WrapperPath = "/usr/local/bin/lardon3d-podwrap"
+	wrapperDir  = "/var/run/lardon3d-bin"
+)
 
 var _ runner.Executor = (*Pods)(nil)
 
@@ -228,6 +241,23 @@ func (p *Pods) podFor(ctx context.Context, spec runner.Spec, ns, name string) (*
 		volumes = append(volumes, corev1.Volume{Name: v.Name, VolumeSource: src})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: v.MountPath, ReadOnly: v.ReadOnly})
 	}
+	var initContainers []corev1.Container
+	if p.WrapperImage != "" {
+		wrapped := wrapperDir + "/lardon3d-podwrap"
+		volumes = append(volumes, corev1.Volume{Name: "lardon3d-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		initContainers = append(initContainers, corev1.Container{
+			Name:                     "lardon3d-wrap",
+			Image:                    p.WrapperImage,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  []string{WrapperPath, "--install", wrapped},
+			SecurityContext:          c.SecurityContext.DeepCopy(),
+			Resources:                *c.Resources.DeepCopy(), // the Pod's request stays the batch's
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			VolumeMounts:             []corev1.VolumeMount{{Name: "lardon3d-bin", MountPath: wrapperDir}},
+		})
+		c.Command = append([]string{wrapped, "--"}, c.Command...)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "lardon3d-bin", MountPath: wrapperDir, ReadOnly: true})
+	}
 	var tolerations []corev1.Toleration
 	for _, t := range tp.Tolerations {
 		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
@@ -250,6 +280,7 @@ func (p *Pods) podFor(ctx context.Context, spec runner.Spec, ns, name string) (*
 		Spec: corev1.PodSpec{
 			NodeName:                      p.Node,
 			RestartPolicy:                 corev1.RestartPolicyNever,
+			InitContainers:                initContainers,
 			Containers:                    []corev1.Container{c},
 			Volumes:                       volumes,
 			ServiceAccountName:            tp.ServiceAccountName,
@@ -600,8 +631,13 @@ func (b *podBatch) outcome(ctx context.Context, name string, e ending) runner.Re
 				governor.FormatBytes(ceiling), governor.FormatBytes(b.spec.MemoryLimit))
 		case term != nil:
 			res.ExitCode = int(term.ExitCode)
-			if term.ExitCode != 0 && term.Message != "" {
-				res.Message = lastLine(term.Message)
+			msg, peak := splitPeak(term.Message)
+			if peak > 0 {
+				res.PeakMemoryBytes, res.PeakWorkingSetBytes = peak, peak
+				res.Enforcement += ", peak from lardon3d-podwrap"
+			}
+			if term.ExitCode != 0 && msg != "" {
+				res.Message = lastLine(msg)
 			}
 		case wait != nil:
 			res.Message = fmt.Sprintf("its container cannot start: %s: %s", wait.Reason, wait.Message)
@@ -647,7 +683,28 @@ func (b *podBatch) appendLog(ctx context.Context, name string, res runner.Result
 	if reason == "" {
 		reason = "-"
 	}
-	fmt.Fprintf(f, "=== batch %d end exit %d reason %s %s ===\n", s.BatchIndex, res.ExitCode, reason, res.Message)
+	peak := "unknown"
+	if res.PeakMemoryBytes > 0 {
+		peak = governor.FormatBytes(res.PeakMemoryBytes)
+	}
+	fmt.Fprintf(f, "=== batch %d end exit %d reason %s peak %s %s ===\n", s.BatchIndex, res.ExitCode, reason, peak, res.Message)
+}
+
+// splitPeak takes the wrapper's peak line out of a termination message:
+// what is left, and the peak (0: none).
+func splitPeak(msg string) (string, int64) {
+	var peak int64
+	var kept []string
+	for _, line := range strings.Split(msg, "\n") {
+		if v, ok := strings.CutPrefix(line, v1alpha1.PodPeakMemoryPrefix); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+				peak = n
+			}
+			continue
+		}
+		kept = append(kept, line)
+	}
+	return strings.TrimSpace(strings.Join(kept, "\n")), peak
 }
 
 // lastLine is the last non-empty line of s.

@@ -125,3 +125,50 @@ func TestPodPrefixFitsALabel(t *testing.T) {
 		t.Errorf("prefix %q (%d bytes)", got, len(got))
 	}
 }
+
+// TestPodForWrapsTheCommand: with a wrapper image, an init container
+// installs the wrapper with the batch's own resources (the Pod's request
+// stays the contract, Guaranteed), and the command runs under it.
+func TestPodForWrapsTheCommand(t *testing.T) {
+	p := &Pods{Node: "ws1", WrapperImage: "lardon3d-controller:1"}
+	pod, err := p.podFor(context.Background(), batchSpec(), "castle", "features")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want 1", len(pod.Spec.InitContainers))
+	}
+	ic, c := pod.Spec.InitContainers[0], pod.Spec.Containers[0]
+	if ic.Image != "lardon3d-controller:1" || strings.Join(ic.Command, " ") != WrapperPath+" --install "+wrapperDir+"/lardon3d-podwrap" {
+		t.Errorf("init container %s %v", ic.Image, ic.Command)
+	}
+	for name, q := range c.Resources.Limits {
+		if l, r := ic.Resources.Limits[name], ic.Resources.Requests[name]; l.Cmp(q) != 0 || r.Cmp(q) != 0 {
+			t.Errorf("init container %s %s/%s, want the batch's %s", name, l.String(), r.String(), q.String())
+		}
+	}
+	if got := strings.Join(c.Command[:3], " "); got != wrapperDir+"/lardon3d-podwrap -- colmap" {
+		t.Errorf("command %v", c.Command)
+	}
+	if *ic.SecurityContext.RunAsUser != 1000 || *ic.SecurityContext.AllowPrivilegeEscalation {
+		t.Errorf("init container security %+v", ic.SecurityContext)
+	}
+}
+
+func TestSplitPeak(t *testing.T) {
+	for _, tc := range []struct {
+		msg, rest string
+		peak      int64
+	}{
+		{"", "", 0},
+		{"\n" + v1alpha1.PodPeakMemoryPrefix + "1234\n", "", 1234},
+		{"disk full\n\n" + v1alpha1.PodPeakMemoryPrefix + "99\n", "disk full", 99},
+		{"no peak here", "no peak here", 0},
+		{v1alpha1.PodPeakMemoryPrefix + "x", "", 0},
+	} {
+		rest, peak := splitPeak(tc.msg)
+		if rest != tc.rest || peak != tc.peak {
+			t.Errorf("splitPeak(%q) = %q, %d; want %q, %d", tc.msg, rest, peak, tc.rest, tc.peak)
+		}
+	}
+}

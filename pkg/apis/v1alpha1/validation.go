@@ -219,6 +219,11 @@ func Validate(t *Task) ErrorList {
 // PodItemsDir is where a batch's Pod finds its items file ("items").
 const PodItemsDir = "/var/run/lardon3d"
 
+// PodPeakMemoryPrefix starts the line a batch Pod's wrapper
+// (lardon3d-podwrap) appends to its container's termination message: the
+// container's peak memory in bytes follows it.
+const PodPeakMemoryPrefix = "lardon3d-peak-memory-bytes="
+
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
 
 // translate turns a validator error into a FieldError with the user's path.

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
-	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -19,16 +21,13 @@ var busyboxApplets = []string{
 }
 
 // busyboxLayer is an uncompressed layer (a tar) holding the host's static
-// busybox as /bin/busybox with its applets, the file at extra as
-// /bin/BASENAME, /etc/passwd and /etc/group for root and nobody, and /tmp.
-func busyboxLayer(extra string) ([]byte, error) {
+// busybox as /bin/busybox with its applets, each file of extra (path in the
+// image → file on the host; in bin or usr/local/bin), /etc/passwd and
+// /etc/group for root and nobody, and /tmp.
+func busyboxLayer(extra map[string]string) ([]byte, error) {
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
 		return nil, fmt.Errorf("a static busybox is needed for the test images (apt-get install busybox-static): %w", err)
-	}
-	ex, err := os.ReadFile(extra)
-	if err != nil {
-		return nil, err
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -46,7 +45,8 @@ func busyboxLayer(extra string) ([]byte, error) {
 	for _, d := range []struct {
 		name string
 		mode int64
-	}{{"bin", 0o755}, {"etc", 0o755}, {"tmp", 0o1777}, {"proc", 0o755}, {"sys", 0o755}, {"dev", 0o755}} {
+	}{{"bin", 0o755}, {"etc", 0o755}, {"tmp", 0o1777}, {"proc", 0o755}, {"sys", 0o755}, {"dev", 0o755},
+		{"usr", 0o755}, {"usr/local", 0o755}, {"usr/local/bin", 0o755}} {
 		if err := dir(d.name, d.mode); err != nil {
 			return nil, err
 		}
@@ -59,8 +59,14 @@ func busyboxLayer(extra string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if err := file("bin/"+filepath.Base(extra), 0o755, ex); err != nil {
-		return nil, err
+	for _, dst := range slices.Sorted(maps.Keys(extra)) {
+		data, err := os.ReadFile(extra[dst])
+		if err != nil {
+			return nil, err
+		}
+		if err := file(strings.TrimPrefix(dst, "/"), 0o755, data); err != nil {
+			return nil, err
+		}
 	}
 	if err := file("etc/passwd", 0o644, []byte("root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n")); err != nil {
 		return nil, err

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/podrunner"
 )
 
 // Node is a real Kubernetes node registered with an Env's API server: a
@@ -35,8 +37,9 @@ type Node struct {
 }
 
 // The images every Node has: a busybox root file system with the synthetic
-// workload (cmd/lardon3d-synth) as /bin/lardon3d-synth, and the sandbox
-// ("pause") image made of the same layer.
+// workload (cmd/lardon3d-synth) as /bin/lardon3d-synth and the batch Pods'
+// wrapper (cmd/lardon3d-podwrap) at podrunner.WrapperPath, and the sandbox ("pause")
+// image made of the same layer.
 const (
 	BatchImage = "lardon3d.test/batch:1"
 	PauseImage = "lardon3d.test/pause:1"
@@ -173,14 +176,18 @@ func hasCapSysResource() bool {
 // into containerd's k8s.io namespace, where the CRI plugin finds them.
 func (n *Node) importImages(t testing.TB) {
 	t.Helper()
-	synth := filepath.Join(n.Dir, "lardon3d-synth")
-	build := exec.Command("go", "build", "-trimpath", "-o", synth, "./cmd/lardon3d-synth")
-	build.Dir = RepoRoot(t)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("kubetest: building lardon3d-synth: %v\n%s", err, out)
+	extra := map[string]string{}
+	for dst, pkg := range map[string]string{"/bin/lardon3d-synth": "./cmd/lardon3d-synth", podrunner.WrapperPath: "./cmd/lardon3d-podwrap"} {
+		out := filepath.Join(n.Dir, filepath.Base(dst))
+		build := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+		build.Dir = RepoRoot(t)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("kubetest: building %s: %v\n%s", pkg, err, b)
+		}
+		extra[dst] = out
 	}
-	layer, err := busyboxLayer(synth)
+	layer, err := busyboxLayer(extra)
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
