@@ -361,10 +361,11 @@ spec:
 }
 
 // TestNodePodsCountWhatOtherPodsRequest: the governor counts what the
-// kubelet counts. With another workload's Pod requesting all of the node's
-// allocatable memory but 5 GiB, a task of 1 GiB items gets batches of at
-// most 4 items (their Pods request 4.4 GiB), where the machine alone
-// would fit all 8 at once, and the kubelet admits every batch Pod.
+// kubelet counts. Items cost a sixteenth of the node's allocatable memory
+// each; with another workload's Pod requesting all of it but five items'
+// worth, a task of 8 items gets batches of at most 4 (their Pods request 4
+// × 1.1 items' worth), where the machine alone would fit all 8 at once,
+// and the kubelet admits every batch Pod.
 func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 	f, cs, pw := newPodFarm(t)
 	var node corev1.Node
@@ -381,9 +382,7 @@ func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	alloc := node.Status.Allocatable.Memory().Value()
-	if alloc < 12<<30 {
-		t.Fatalf("kn1 has %d bytes allocatable: the test wants a machine where 8 GiB of batches fit", alloc)
-	}
+	item := alloc / 16 &^ (1<<20 - 1) // whole MiB
 	other := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "other-workload", Namespace: "default"},
 		Spec: corev1.PodSpec{
@@ -391,7 +390,7 @@ func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 			Containers: []corev1.Container{{
 				Name: "sleep", Image: kubetest.BatchImage, ImagePullPolicy: corev1.PullNever,
 				Command:   []string{"/bin/sleep", "600"},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(alloc-5<<30, resource.BinarySI)}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(alloc-5*item, resource.BinarySI)}},
 			}},
 		},
 	}
@@ -399,18 +398,17 @@ func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.startPodAgent("kn1")
-	f.createPodTask("packed", 8, 8, "0", "true", `    perItem: {memory: 1Gi}
-`)
+	f.createPodTask("packed", 8, 8, "0", "true", fmt.Sprintf("    perItem: {memory: %dMi}\n", item>>20))
 	f.waitFor("packed Done", 4*time.Minute, taskIs("packed", v1alpha1.PhaseDone))
 	pods := pw.pods("packed-b")
 	if len(pods) < 2 {
-		t.Fatalf("%d batch Pods: want the 8 items cut to fit the 5 GiB the other Pod leaves", len(pods))
+		t.Fatalf("%d batch Pods: want the 8 items cut to fit the 5 items' worth the other Pod leaves", len(pods))
 	}
 	for _, p := range pods {
 		items := strings.Count(p.Annotations[podrunner.ItemsAnnotation], "\n")
 		req := p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
-		if items > 4 || req.Value() > 5<<30 {
-			t.Errorf("Pod %s runs %d items requesting %s: more than the 5 GiB the other Pod leaves", p.Name, items, req.String())
+		if items > 4 || req.Value() > 5*item {
+			t.Errorf("Pod %s runs %d items requesting %s: more than the %d bytes the other Pod leaves", p.Name, items, req.String(), 5*item)
 		}
 	}
 }
@@ -423,7 +421,7 @@ func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 func TestNodePodsPauseDeletesThePodAndResumeRunsItAgain(t *testing.T) {
 	f, cs, pw := newPodFarm(t)
 	f.startPodAgent("kn1")
-	f.createPodTask("nap", 2, 2, "16Mi", `echo "nap started"; sleep 4`, "")
+	f.createPodTask("nap", 2, 2, "16Mi", `echo "nap started"; sleep 8`, "")
 	picky := &kubeapi.Task{}
 	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(`
 apiVersion: lardon3d.io/v1alpha1

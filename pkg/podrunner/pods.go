@@ -341,6 +341,10 @@ func (p *Pods) waitGone(ctx context.Context, ns, name string) error {
 	}
 }
 
+// resumeRetry is how long a batch whose Pod could not be made again at a
+// resume waits before the next try.
+const resumeRetry = 2 * time.Second
+
 // podOp is a request to a batch's supervisor.
 type podOp struct {
 	kind  opKind
@@ -529,6 +533,16 @@ func (b *podBatch) supervise(name string) {
 		b.mu.res = res
 		b.mu.Unlock()
 	}
+	// resume makes the batch's Pod again.
+	var retryC <-chan time.Time
+	resume := func() error {
+		pod, err := b.create(ctx)
+		if err == nil {
+			paused = false
+			startRun(pod)
+		}
+		return err
+	}
 	startRun(name)
 	cancelled := func(reply chan error) {
 		wasRunning := !paused
@@ -583,6 +597,10 @@ func (b *podBatch) supervise(name string) {
 				stopRun()
 				err := remove()
 				paused = err == nil
+				if !paused {
+					startRun(name) // still running: follow it again
+				}
+				retryC = nil
 				op.reply <- err
 			case opResume:
 				if !paused || b.ctx.Err() != nil {
@@ -591,15 +609,23 @@ func (b *podBatch) supervise(name string) {
 					op.reply <- nil
 					continue
 				}
-				pod, err := b.create(ctx)
-				if err == nil {
-					paused = false
-					startRun(pod)
+				err := resume()
+				if err != nil {
+					// The queue counts the batch resumed: the Pod is
+					// made again until it is, or the batch ends.
+					retryC = time.After(resumeRetry)
 				}
 				op.reply <- err
 			case opCancel:
 				cancelled(op.reply)
 				return
+			}
+		case <-retryC:
+			retryC = nil
+			if paused && b.ctx.Err() == nil {
+				if err := resume(); err != nil {
+					retryC = time.After(resumeRetry)
+				}
 			}
 		}
 	}
