@@ -49,7 +49,8 @@ const (
 // the test images and waits until the Node is registered; t.Cleanup stops
 // both and removes every Pod container they started. It needs root,
 // containerd, runc, ctr and a static busybox (/bin/busybox); a missing one
-// fails the test, naming what to install.
+// fails the test, naming what to install. Test nodes of every test binary
+// of the machine start one at a time (a file lock held until cleanup).
 func StartNode(t testing.TB, env *Env, name string) *Node {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -64,6 +65,18 @@ func StartNode(t testing.TB, env *Env, name string) *Node {
 	if _, err := os.Stat(kubelet); err != nil {
 		t.Fatalf("kubetest: no kubelet beside kube-apiserver (run hack/kube-test-binaries.sh): %v", err)
 	}
+	// One test node at a time on this machine, whatever the test binary:
+	// kubelets of the cgroupfs driver share the kubepods cgroups, and each
+	// removes what it does not know there.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "lardon3d-kubetest-node.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // registered first: runs last
 	// A short directory: unix socket paths hold at most 107 bytes.
 	dir, err := os.MkdirTemp("", "l3node")
 	if err != nil {
