@@ -56,6 +56,10 @@
 //     times 1+tolerance), so that the governor admits only what the
 //     kubelet admits.
 //
+// Files: pods.go makes a batch's Pod (Pods, podFor) and cleans up;
+// batch.go supervises it (podBatch: follow, pause, cancel, outcome, log);
+// nodeview.go is the kubelet's view of the node.
+//
 // It never decides admission, retries or resizes a batch, writes a Task,
 // or reads the node's files: what it knows of a batch comes from the API
 // server.
