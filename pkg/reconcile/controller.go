@@ -49,7 +49,7 @@ type Deps struct {
 	Cgroups *cgroup.Tree
 	// Executor, optional, runs the batches; nil runs them as processes
 	// of this machine (runner.Processes). The node agent's runs each as
-	// a Pod (kube.Pods).
+	// a Pod (podrunner.Pods).
 	Executor runner.Executor
 	// Metrics, optional.
 	Metrics Metrics

@@ -30,7 +30,7 @@
 //     lease's directory, which the controller creates before the batch and
 //     removes at the lease's release; the runner only exports it), OMP_NUM_THREADS,
 //     OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and GOMAXPROCS (the contract's
-//     threads), then Spec.Env in order, then LARDON3D_BATCH_ID (BatchIDEnv:
+//     threads), then Spec.Mark, then Spec.Env in order, then LARDON3D_BATCH_ID (BatchIDEnv:
 //     a value of the batch's own, which Spec.Env cannot replace). $(VAR) in env values and in the
 //     command expands as in Kubernetes: "$$" escapes, an unknown reference
 //     stays as written, an env value sees only the variables before it;
