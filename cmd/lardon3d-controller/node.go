@@ -244,8 +244,7 @@ ServiceAccount, see deploy/).`,
 			probeSnapshot := snapshot
 			snapshot = func() (governor.Snapshot, error) {
 				s, err := probeSnapshot()
-				v, _ := watch.View()
-				return podrunner.KubeletBound(s, v, memoryTolerance), err
+				return podrunner.KubeletBound(s, watch.View(), memoryTolerance), err
 			}
 			s, err := snapshot()
 			if err != nil {

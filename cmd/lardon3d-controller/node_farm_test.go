@@ -163,9 +163,15 @@ spec:
     batch: {min: 1, max: %d}
   retries: 0
 %s`, name, nodeNS, script, items, fixed, batchMax, extra)
+	f.createTaskYAML(doc)
+}
+
+// createTaskYAML creates the Task doc describes.
+func (f *farm) createTaskYAML(doc string) {
+	f.t.Helper()
 	var task kubeapi.Task
 	if err := yaml.UnmarshalStrict([]byte(doc), &task); err != nil {
-		f.t.Fatalf("task %s: %v\n%s", name, err, doc)
+		f.t.Fatalf("%v\n%s", err, doc)
 	}
 	if err := f.env.Client.Create(f.ctx, &task); err != nil {
 		f.t.Fatal(err)

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/kube/kubetest"
@@ -77,12 +77,22 @@ func (pw *podWatch) pods(prefix string) []*corev1.Pod {
 	return out
 }
 
+// podsOf are the Pods of the farm's namespace now.
+func (f *farm) podsOf(cs kubernetes.Interface) []corev1.Pod {
+	f.t.Helper()
+	list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return list.Items
+}
+
 // createPodTask creates a Task whose batches run script in the test image
 // as uid 65534, on the host's network; resources are more lines of its
 // resources block.
-func (f *farm) createPodTask(name string, items, batchMax int, fixed, script, resources string) *kubeapi.Task {
+func (f *farm) createPodTask(name string, items, batchMax int, fixed, script, resources string) {
 	f.t.Helper()
-	doc := fmt.Sprintf(`
+	f.createTaskYAML(fmt.Sprintf(`
 apiVersion: lardon3d.io/v1alpha1
 kind: Task
 metadata: {name: %s, namespace: %s}
@@ -101,15 +111,7 @@ spec:
     runAsUser: 65534
     runAsGroup: 65534
     runAsNonRoot: true
-`, name, nodeNS, script, items, fixed, resources, batchMax, kubetest.BatchImage)
-	var task kubeapi.Task
-	if err := yaml.UnmarshalStrict([]byte(doc), &task); err != nil {
-		f.t.Fatalf("task %s: %v\n%s", name, err, doc)
-	}
-	if err := f.env.Client.Create(f.ctx, &task); err != nil {
-		f.t.Fatal(err)
-	}
-	return &task
+`, name, nodeNS, script, items, fixed, resources, batchMax, kubetest.BatchImage))
 }
 
 // newPodFarm is a farm with a real node, kn1, whose agents act as the
@@ -221,20 +223,7 @@ lardon3d-synth --fixed 24Mi --per-item 0 --hold 2s`
 		t.Errorf("the Pods ran %d distinct batches, want 3: %v", len(batches), batches)
 	}
 	// Each Pod is deleted when its batch ends.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Items) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Pods left after the task is Done", len(list.Items))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, "no Pod left once the task is Done", func() bool { return len(f.podsOf(cs)) == 0 })
 	// The task's log holds every batch's output.
 	logPath := filepath.Join(a.state, "logs", nodeNS+".three.log")
 	b, err := os.ReadFile(logPath)
@@ -267,8 +256,7 @@ func TestNodePodsOOMKilledRetriedAndDeletedWithTheirTask(t *testing.T) {
 	f.startPodAgent("kn1")
 	// The allocator: the synthetic workload holds 80 MiB for 2 s, run as
 	// the container's only process; the task states 40 MiB.
-	grows := &kubeapi.Task{}
-	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(`
+	f.createTaskYAML(fmt.Sprintf(`
 apiVersion: lardon3d.io/v1alpha1
 kind: Task
 metadata: {name: grows, namespace: %s}
@@ -279,42 +267,23 @@ spec:
     fixed: {memory: 40Mi}
     threads: 1
   pod: {image: %s, imagePullPolicy: Never, hostNetwork: true, runAsUser: 65534, runAsNonRoot: true}
-`, nodeNS, kubetest.BatchImage)), grows); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.env.Client.Create(f.ctx, grows); err != nil {
-		t.Fatal(err)
-	}
+`, nodeNS, kubetest.BatchImage))
 	f.createPodTask("long", 1, 1, "16Mi", `echo "long batch started"; sleep 300`, "")
 
 	// The long batch's output, through the API server, while it runs.
-	var running *corev1.Pod
-	deadline := time.Now().Add(2 * time.Minute)
-	for running == nil {
-		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range list.Items {
-			if p := &list.Items[i]; strings.HasPrefix(p.Name, "long-b0-") && p.Status.Phase == corev1.PodRunning {
-				running = p
+	var running string
+	eventually(t, 2*time.Minute, "the long task's Pod running", func() bool {
+		for _, p := range f.podsOf(cs) {
+			if strings.HasPrefix(p.Name, "long-b0-") && p.Status.Phase == corev1.PodRunning {
+				running = p.Name
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long task's Pod never ran")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	for {
-		out, err := cs.CoreV1().Pods(nodeNS).GetLogs(running.Name, &corev1.PodLogOptions{Container: podrunner.ContainerName}).DoRaw(f.ctx)
-		if err == nil && strings.Contains(string(out), "long batch started") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kubectl logs %s: %q, %v", running.Name, out, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return running != ""
+	})
+	eventually(t, time.Minute, "kubectl logs "+running+" to show the batch's output", func() bool {
+		out, err := cs.CoreV1().Pods(nodeNS).GetLogs(running, &corev1.PodLogOptions{Container: podrunner.ContainerName}).DoRaw(f.ctx)
+		return err == nil && strings.Contains(string(out), "long batch started")
+	})
 	// Deleting the Task deletes its running Pod.
 	var long kubeapi.Task
 	long.Name, long.Namespace = "long", nodeNS
@@ -322,16 +291,10 @@ spec:
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	for {
-		_, err := cs.CoreV1().Pods(nodeNS).Get(f.ctx, running.Name, metav1.GetOptions{})
-		if err != nil && strings.Contains(err.Error(), "not found") {
-			break
-		}
-		if time.Since(deleted) > time.Minute {
-			t.Fatalf("the deleted Task's Pod %s still exists after a minute (err %v)", running.Name, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventually(t, time.Minute, "the deleted Task's Pod "+running+" to be gone", func() bool {
+		_, err := cs.CoreV1().Pods(nodeNS).Get(f.ctx, running, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 	t.Logf("the deleted Task's Pod was gone %v after the Task", time.Since(deleted).Round(time.Millisecond))
 
 	// The allocator ends Done, after at least one Pod killed for memory.
@@ -368,20 +331,14 @@ spec:
 // and the kubelet admits every batch Pod.
 func TestNodePodsCountWhatOtherPodsRequest(t *testing.T) {
 	f, cs, pw := newPodFarm(t)
-	var node corev1.Node
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var alloc int64
+	eventually(t, time.Minute, "kn1 to publish its allocatable memory", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(f.ctx, "kn1", metav1.GetOptions{})
-		if err == nil && !n.Status.Allocatable.Memory().IsZero() {
-			node = *n
-			break
+		if err == nil {
+			alloc = n.Status.Allocatable.Memory().Value()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kn1 publishes no allocatable memory: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	alloc := node.Status.Allocatable.Memory().Value()
+		return alloc > 0
+	})
 	item := alloc / 16 &^ (1<<20 - 1) // whole MiB
 	other := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "other-workload", Namespace: "default"},
@@ -422,8 +379,7 @@ func TestNodePodsPauseDeletesThePodAndResumeRunsItAgain(t *testing.T) {
 	f, cs, pw := newPodFarm(t)
 	f.startPodAgent("kn1")
 	f.createPodTask("nap", 2, 2, "16Mi", `echo "nap started"; sleep 8`, "")
-	picky := &kubeapi.Task{}
-	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(`
+	f.createTaskYAML(fmt.Sprintf(`
 apiVersion: lardon3d.io/v1alpha1
 kind: Task
 metadata: {name: picky, namespace: %s}
@@ -432,36 +388,11 @@ spec:
   items: {count: 1}
   resources: {fixed: {memory: 16Mi}}
   pod: {image: %s, imagePullPolicy: Never, hostNetwork: true, runAsUser: 65534, nodeSelector: {disk: ssd}}
-`, nodeNS, kubetest.BatchImage)), picky); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.env.Client.Create(f.ctx, picky); err != nil {
-		t.Fatal(err)
-	}
-	running := func() int {
-		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				n++
-			}
-		}
-		return n
-	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s after 2 minutes", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	waitUntil("running batch Pod", func() bool { return running() == 1 })
+`, nodeNS, kubetest.BatchImage))
+	eventually(t, 2*time.Minute, "nap's batch Pod running", func() bool {
+		pods := f.podsOf(cs)
+		return len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning
+	})
 	setPaused := func(paused bool) {
 		var task kubeapi.Task
 		task.Name, task.Namespace = "nap", nodeNS
@@ -472,10 +403,7 @@ spec:
 	}
 	setPaused(true)
 	f.waitFor("nap Paused", time.Minute, taskIs("nap", v1alpha1.PhasePaused))
-	waitUntil("Pod gone while paused", func() bool {
-		list, err := cs.CoreV1().Pods(nodeNS).List(f.ctx, metav1.ListOptions{})
-		return err == nil && len(list.Items) == 0
-	})
+	eventually(t, 2*time.Minute, "nap's Pod gone while paused", func() bool { return len(f.podsOf(cs)) == 0 })
 	setPaused(false)
 	f.waitFor("nap Done", 2*time.Minute, taskIs("nap", v1alpha1.PhaseDone))
 	for _, x := range f.tasks() {

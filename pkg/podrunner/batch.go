@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -194,10 +193,7 @@ func (b *podBatch) supervise(name string) {
 	}
 	// remove deletes the current Pod and waits until it is gone (bounded).
 	remove := func() error {
-		grace := int64(math.Ceil(b.spec.KillGrace.Seconds()))
-		if grace < 1 {
-			grace = int64(runner.DefaultKillGrace / time.Second)
-		}
+		grace := *b.template.Spec.TerminationGracePeriodSeconds // the kill grace
 		gone := b.p.Gone
 		if gone <= 0 {
 			gone = 2 * time.Minute

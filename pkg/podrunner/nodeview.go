@@ -27,8 +27,6 @@ type NodeView struct {
 	// ForeignMemoryRequests is the sum of the memory requests of the Pods
 	// bound to the node, not ended, that no node agent made.
 	ForeignMemoryRequests int64
-	// Read is when it was read.
-	Read time.Time
 }
 
 // KubeletBound bounds a snapshot of the machine by what the kubelet counts,
@@ -73,15 +71,13 @@ type NodeWatch struct {
 
 	mu   sync.Mutex
 	view NodeView
-	err  error
 }
 
-// View is the last reading, and the error of the last read (the reading
-// before it stays).
-func (w *NodeWatch) View() (NodeView, error) {
+// View is the last successful reading.
+func (w *NodeWatch) View() NodeView {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.view, w.err
+	return w.view
 }
 
 // Run refreshes the view every period until ctx ends.
@@ -97,7 +93,7 @@ func (w *NodeWatch) Run(ctx context.Context, period time.Duration) {
 }
 
 // Refresh reads the view from the API server and keeps it (a failed read
-// keeps the previous one, and its error).
+// keeps the previous one).
 func (w *NodeWatch) Refresh(ctx context.Context) (NodeView, error) {
 	v, err := w.read(ctx)
 	w.mu.Lock()
@@ -105,7 +101,6 @@ func (w *NodeWatch) Refresh(ctx context.Context) (NodeView, error) {
 	if err == nil {
 		w.view = v
 	}
-	w.err = err
 	return w.view, err
 }
 
@@ -121,7 +116,7 @@ func (w *NodeWatch) read(ctx context.Context) (NodeView, error) {
 	if err != nil {
 		return NodeView{}, fmt.Errorf("listing the Pods of %s: %w", w.Node, err)
 	}
-	v := NodeView{Known: true, Read: time.Now()}
+	v := NodeView{Known: true}
 	if q, ok := node.Status.Allocatable[corev1.ResourceMemory]; ok {
 		v.AllocatableMemory = q.Value()
 	}

@@ -278,11 +278,6 @@ serializeImagePulls: false
 		var node corev1.Node
 		return env.Client.Get(context.Background(), ctrlclient.ObjectKey{Name: n.Name}, &node) == nil
 	})
-	t.Cleanup(func() {
-		// The kubelet is gone (its Cleanup ran first): take the Pods'
-		// containers down with containerd's own client.
-		_ = exec.Command("ctr", "--address", n.Containerd, "-n", "k8s.io", "tasks", "ls").Run()
-	})
 }
 
 // daemon starts cmd with its output in DIR/NAME.log and stops it (SIGTERM,
