@@ -365,9 +365,10 @@ func KillByEnv(name, value string) (int, error) {
 }
 
 // killByEnv is KillByEnv over the processes of procRoot, those with a pid
-// above after only (0: all).
+// above after only (0: all; all too when the kernel's pids wrapped round
+// since after was given out).
 func killByEnv(procRoot, entry string, after int) (int, error) {
-	ents, err := os.ReadDir(procRoot)
+	pids, err := pidsAfter(procRoot, after)
 	if err != nil {
 		return 0, fmt.Errorf("list processes: %w", err)
 	}
@@ -375,13 +376,12 @@ func killByEnv(procRoot, entry string, after int) (int, error) {
 	self, ownGroup, uid := os.Getpid(), unix.Getpgrp(), uint32(os.Getuid())
 	groups := map[int]bool{}
 	found := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self || pid <= after {
+	for _, pid := range pids {
+		if pid == self {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Stat(filepath.Join(procRoot, e.Name()), &st) != nil || st.Uid != uid {
+		if unix.Stat(filepath.Join(procRoot, strconv.Itoa(pid)), &st) != nil || st.Uid != uid {
 			continue // another user's process, whatever its environment
 		}
 		if !carriesMarker(procRoot, pid, want) {

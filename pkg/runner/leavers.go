@@ -26,9 +26,13 @@ type leaverWatch struct {
 	members  map[int]bool   // scratch: the pids of the current sample
 }
 
-func newLeaverWatch(procRoot string, leader int) *leaverWatch {
+// newLeaverWatch starts a watch that knows the leader, with its start
+// time when known (leaderTicks 0: read from procRoot).
+func newLeaverWatch(procRoot string, leader int, leaderTicks uint64) *leaverWatch {
 	w := &leaverWatch{procRoot: procRoot, seen: map[int]uint64{}, members: map[int]bool{}}
-	if st, err := readStat(procRoot, leader); err == nil {
+	if leaderTicks != 0 {
+		w.seen[leader] = leaderTicks
+	} else if st, err := readStat(procRoot, leader); err == nil {
 		w.seen[leader] = st.startTicks
 	}
 	return w

@@ -436,7 +436,7 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	}
 	var leavers *leaverWatch
 	if b.cg != nil {
-		leavers = newLeaverWatch(procfs.DefaultMountPoint, b.cmd.Process.Pid)
+		leavers = newLeaverWatch(procfs.DefaultMountPoint, b.cmd.Process.Pid, b.group.StartTicks)
 	}
 	check := func() {
 		m.sample()
@@ -637,8 +637,8 @@ loop:
 			// still carries the batch's mark: off the path to the next
 			// batch, nothing of this one is left running. Its pid comes
 			// after the leader's (unless the kernel's pids wrapped
-			// round meanwhile): the machine's older processes are not
-			// read (BenchmarkMarkScan: a third of the cost here).
+			// round meanwhile, which pidsAfter sees): the machine's
+			// older processes are not even listed (BenchmarkMarkScan).
 			if n, _ := killByEnv(procfs.DefaultMountPoint, BatchIDEnv+"="+b.batchID, b.cmd.Process.Pid); n > 0 {
 				notes = append(notes, fmt.Sprintf("killed %d processes that had left the cgroup", n))
 			}

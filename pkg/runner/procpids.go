@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// procTGIDOffset is where procfs's root directory puts the process with
+// pid P in its listing: at offset procTGIDOffset+P (the kernel's
+// TGID_OFFSET, fs/proc/base.c, unchanged since Linux 2.6). Seeking there
+// lists the processes from pid P up, without walking the older ones: the
+// mark scan after each batch reads the few processes started since its
+// leader, not the whole machine (BenchmarkMarkScan).
+const procTGIDOffset = 258
+
+// procSeeks reports, once per procfs mount point, whether seeking its
+// root to procTGIDOffset+P starts the listing at pid P on this kernel:
+// checked with the caller's own pid, which must come first. Anything
+// else (not a procfs, another encoding, another pid namespace) lists the
+// whole directory.
+var procSeeks sync.Map // procRoot -> bool
+
+// seekableProc reports whether procRoot honours procTGIDOffset.
+func seekableProc(procRoot string) bool {
+	if ok, known := procSeeks.Load(procRoot); known {
+		return ok.(bool)
+	}
+	ok := false
+	var fs unix.Statfs_t
+	if unix.Statfs(procRoot, &fs) == nil && fs.Type == unix.PROC_SUPER_MAGIC {
+		self := os.Getpid()
+		names, err := readProcFrom(procRoot, self, 1)
+		ok = err == nil && len(names) == 1 && names[0] == strconv.Itoa(self)
+	}
+	procSeeks.Store(procRoot, ok)
+	return ok
+}
+
+// readProcFrom lists at most n entries (n <= 0: all) of procRoot from the
+// offset of pid from on.
+func readProcFrom(procRoot string, from, n int) ([]string, error) {
+	d, err := os.Open(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	if _, err := d.Seek(int64(procTGIDOffset+from), io.SeekStart); err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(n)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return names, err
+}
+
+// pidsAfter returns the pids listed in procRoot above after (after <= 0:
+// every pid). When the kernel's pids wrapped round since after was given
+// out (ns_last_pid below it), the processes started since may have any
+// pid, and every pid is returned.
+func pidsAfter(procRoot string, after int) ([]int, error) {
+	if after > 0 && pidsWrapped(procRoot, after) {
+		after = 0
+	}
+	var names []string
+	var err error
+	if after > 0 && seekableProc(procRoot) {
+		names, err = readProcFrom(procRoot, after+1, 0)
+	} else {
+		var ents []os.DirEntry
+		ents, err = os.ReadDir(procRoot)
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	pids := make([]int, 0, len(names))
+	for _, name := range names {
+		if pid, err := strconv.Atoi(name); err == nil && pid > after {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// pidsWrapped reports whether the last pid the kernel gave out in
+// procRoot's namespace is below after: its pids wrapped round since. An
+// unreadable figure counts as wrapped (every pid is read).
+func pidsWrapped(procRoot string, after int) bool {
+	b, err := os.ReadFile(filepath.Join(procRoot, "sys", "kernel", "ns_last_pid"))
+	if err != nil {
+		return true
+	}
+	last, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	return err != nil || last < after
+}
