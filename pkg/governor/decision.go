@@ -26,6 +26,9 @@ type Decision struct {
 	// ItemsLeft echoes the estimate's (the message says in how many
 	// batches they run).
 	ItemsLeft int64
+	// Share is k when the batch was held to a 1/k share of the memory
+	// (Estimate.Peers); 0 otherwise.
+	Share int
 	// Signal and Threshold are the deferring signal's value and limit on
 	// LoadHigh (load average), CPUPressure and IOPressure (PSI some,
 	// percent).

@@ -89,7 +89,13 @@
 //     with fixed + perItem·n + perThread·threads within every budget,
 //     computed by division, then evened out over the estimate's ItemsLeft
 //     (evenBatch: as many batches as n would take, of equal sizes, never
-//     under min). Admit when n is max (evened out) and threads = wished,
+//     under min). A task without GPU demand whose Estimate.Peers says k
+//     batches could run side by side (k = min(Peers, usable CPUs ÷
+//     minThreads) >= 2) and whose batch would need more than a 1/k share
+//     of the grantable memory is held to that share (shareCap), unless
+//     its learned duration (BatchTime, ItemTime) says k shared batches
+//     process items slower than full ones; the contract then says so
+//     (Share). Admit when n is max (evened out) and threads = wished,
 //     else ReduceBatch.
 //
 // A GPU demand holds at least one GPU slot. On a unified-memory GPU its GPU

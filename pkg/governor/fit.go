@@ -13,6 +13,7 @@ type plan struct {
 	gpu, vol          int32 // registry indexes, -1 for none
 	io, gpuSlots      int
 	scratch           int64
+	share             int
 }
 
 // mulAdd returns acc + a·n for non-negative operands, and false on overflow.
@@ -239,6 +240,12 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 	var f fitted
 	if !needGPU {
 		f = fit(e, minT, tcap, memFree, false, false, 0)
+		if n, k := shareCap(e, minT, memCap, threadsCap); k > 0 && f.short.reason == "" && f.batch > evenBatch(n, e.BatchMin, e.ItemsLeft) {
+			held := *e
+			held.BatchMax = n
+			f = fit(&held, minT, tcap, memFree, false, false, 0)
+			p.share = k
+		}
 	} else {
 		f.short = shortage{reason: ReasonGPUUnknown, budget: BudgetGPUMemory}
 		found := false
@@ -283,7 +290,7 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 	if needGPU {
 		p.gpuSlots = gpuSlots
 	}
-	d.Batch, d.Threads = f.batch, f.threads
+	d.Batch, d.Threads, d.Share = f.batch, f.threads, p.share
 	d.Need, d.Free, d.Margin = f.memory, max(memFree, 0), g.mu.memMargin
 	if f.batch == evenBatch(e.BatchMax, e.BatchMin, e.ItemsLeft) && f.threads == e.Threads {
 		d.Verdict, d.Reason = Admit, ReasonFits
@@ -381,6 +388,51 @@ func fit(e *Estimate, minT, tcap int, memFree int64, unified, dedicated bool, gp
 		f.gpuMemory, _ = mulAdd(e.FixedGPUMemory, e.PerItemGPUMemory, n)
 	}
 	return f
+}
+
+// shareCap returns the largest batch of e that fits a 1/k share of memCap,
+// the grantable memory, and k, when k = min(e.Peers, slots/minT) batches
+// could run side by side, the batch e asks (evened out) needs more than
+// the share, the share holds e's smallest batch, and e's learned duration
+// does not make k shared batches end the work later than full ones (see
+// Estimate.Peers). Otherwise it returns (0, 0).
+func shareCap(e *Estimate, minT int, memCap int64, slots int) (n int64, k int) {
+	k = min(e.Peers, slots/max(minT, 1))
+	if k < 2 || e.PerItemMemory <= 0 || memCap <= 0 {
+		return 0, 0
+	}
+	share := memCap / int64(k)
+	full := evenBatch(e.BatchMax, e.BatchMin, e.ItemsLeft)
+	fullNeed, ok := needAt(e.FixedMemory, e.PerItemMemory, e.PerThreadMemory, full, minT)
+	if !ok || fullNeed <= share {
+		return 0, 0
+	}
+	used, _ := needAt(e.FixedMemory, 0, e.PerThreadMemory, 0, minT) // <= fullNeed
+	if used >= share {
+		return 0, 0
+	}
+	n = (share - used) / e.PerItemMemory
+	if n < max(e.BatchMin, 1) {
+		return 0, 0
+	}
+	if !sharedSooner(e, evenBatch(n, e.BatchMin, e.ItemsLeft), full, k, float64(memCap)/float64(fullNeed)) {
+		return 0, 0
+	}
+	return n, k
+}
+
+// sharedSooner reports whether k batches of shared items side by side
+// process items at least as fast as the full batches memory holds
+// (fullAtOnce of them, a fraction counted as such: the greedy side's best
+// case), by the learned duration BatchTime + ItemTime·n. With no duration
+// known the items' time is taken as all per item: k batches win.
+func sharedSooner(e *Estimate, shared, full int64, k int, fullAtOnce float64) bool {
+	a, b := e.BatchTime.Seconds(), e.ItemTime.Seconds()
+	if a <= 0 || b < 0 {
+		return true
+	}
+	rate := func(n int64, at float64) float64 { return at * float64(n) / (a + b*float64(n)) }
+	return rate(shared, float64(k)) >= rate(full, fullAtOnce)
 }
 
 // evenBatch is the batch, at most n items and at least min, that runs

@@ -566,7 +566,7 @@ func (g *Governor) lockedCommit(p *plan, e *Estimate, now time.Time) Reservation
 	g.mu.active++
 	g.mu.gateHeldSince = time.Time{}
 	c := Contract{
-		Batch: p.batch, BatchRequested: e.BatchMax, ItemsLeft: e.ItemsLeft, Threads: p.threads,
+		Batch: p.batch, BatchRequested: e.BatchMax, ItemsLeft: e.ItemsLeft, Share: p.share, Threads: p.threads,
 		MemoryBytes: p.memory, GPUMemoryBytes: p.gpuMemory,
 		IOSlots: p.io, GPUSlots: p.gpuSlots, ScratchBytes: p.scratch,
 		Generation: g.mu.generation, GrantedAt: now,

@@ -82,6 +82,58 @@ func TestDecideTable(t *testing.T) {
 		{name: "items left not said: the largest batch", snap: snap(func(s *Snapshot) { s.MemAvailable = 512*Mi + 100*Mi + 62*10*Mi }),
 			e:       est(func(e *Estimate) { e.BatchMax = 64 }),
 			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 62, threads: 1},
+		// Two tasks ready for 4 CPUs: the whole task (4.0GiB) would leave the
+		// other less than half the memory. Each gets half, evened out.
+		{name: "held to a share of memory beside a peer", snap: snap(nil),
+			e: est(func(e *Estimate) {
+				e.FixedMemory, e.PerItemMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 64, 64, 2
+			}),
+			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 32, threads: 1,
+			msg: "granted batch 32 of 64 (64 items left, 2 even batches; a 1/2 share of memory, 2 tasks side by side) at 1 thread, 2.2GiB"},
+		{name: "alone, a task takes what fits", snap: snap(nil),
+			e: est(func(e *Estimate) {
+				e.FixedMemory, e.PerItemMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 64, 64, 1
+			}),
+			verdict: Admit, reason: ReasonFits, batch: 64, threads: 1, msg: "granted batch 64 of 64 at 1 thread, 4.0GiB"},
+		// Eight ready, four usable CPUs (of 5, one reserved): four side by
+		// side, a quarter each.
+		{name: "the share counts the CPU slots, not every peer", snap: snap(func(s *Snapshot) { s.CPUs = 5 }),
+			e: est(func(e *Estimate) {
+				e.FixedMemory, e.PerItemMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 64, 64, 8
+			}),
+			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 22, threads: 1,
+			msg: "(64 items left, 3 even batches; a 1/4 share of memory, 4 tasks side by side)"},
+		{name: "two threads a batch: two slots of four CPUs", snap: snap(func(s *Snapshot) { s.CPUs = 5 }),
+			e: est(func(e *Estimate) {
+				e.FixedMemory, e.PerItemMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 64, 64, 8
+				e.Threads, e.MinThreads = 2, 2
+			}),
+			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 32, threads: 2, msg: "a 1/2 share of memory"},
+		{name: "a batch within its share is not held", snap: snap(nil),
+			e: est(func(e *Estimate) {
+				e.FixedMemory, e.PerItemMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 30, 64, 2
+			}),
+			verdict: Admit, reason: ReasonFits, batch: 22, threads: 1, msg: "granted batch 22 of 30 (64 items left, 3 even batches) at"},
+		// A 10-minute start per batch: two half batches side by side process
+		// items slower than full ones one after the other.
+		{name: "a long fixed time keeps the whole batch", snap: snap(nil),
+			e: est(func(e *Estimate) {
+				e.FixedMemory, e.PerItemMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 64, 64, 2
+				e.BatchTime, e.ItemTime = 10*time.Minute, time.Second
+			}),
+			verdict: Admit, reason: ReasonFits, batch: 64, threads: 1},
+		{name: "a short fixed time shares", snap: snap(nil),
+			e: est(func(e *Estimate) {
+				e.FixedMemory, e.PerItemMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 64, 64, 2
+				e.BatchTime, e.ItemTime = time.Second, time.Second
+			}),
+			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 32, threads: 1, msg: "a 1/2 share"},
+		{name: "a GPU task is not held to a share", snap: snap(dedicated), cfg: Config{GPUSlots: 2},
+			e: est(func(e *Estimate) {
+				gpuEst(e)
+				e.FixedMemory, e.PerItemMemory, e.PerItemGPUMemory, e.BatchMax, e.ItemsLeft, e.Peers = 300*Mi, 60*Mi, 10*Mi, 64, 64, 2
+			}),
+			verdict: Admit, reason: ReasonFits, batch: 64, threads: 1},
 		{name: "threads lowered before waiting", snap: snap(func(s *Snapshot) { s.MemAvailable = 762 * Mi }),
 			e:       est(func(e *Estimate) { e.FixedMemory, e.PerItemMemory, e.PerThreadMemory, e.Threads = 28*Mi, 0, 87*Mi, 3 }),
 			verdict: ReduceBatch, reason: ReasonBatchReduced, batch: 10, threads: 2, // 250Mi free: 28Mi + 2·87Mi

@@ -73,7 +73,7 @@ func (d Decision) Message() string {
 		b = strconv.AppendInt(b, d.Batch, 10)
 		b = append(b, " of "...)
 		b = strconv.AppendInt(b, d.BatchRequested, 10)
-		b = appendSplit(b, d.Batch, d.ItemsLeft)
+		b = appendSplit(b, d.Batch, d.ItemsLeft, d.Share)
 		b = append(b, " at "...)
 		b = plural(b, int64(d.Threads), "thread")
 		if d.Threads != d.ThreadsRequested {
@@ -239,19 +239,35 @@ func budgetUnit(b Budget) string {
 }
 
 // appendSplit appends, when the items left take more than one batch of
-// size batch, " (N items left, K batches)": the batch was evened out.
-func appendSplit(b []byte, batch, left int64) []byte {
-	if batch < 1 || left <= batch {
+// size batch, " (N items left, K even batches)": the batch was evened out;
+// and, with share k >= 2, that it was held to a 1/k share of memory.
+func appendSplit(b []byte, batch, left int64, share int) []byte {
+	split := batch >= 1 && left > batch
+	if !split && share < 2 {
 		return b
 	}
 	b = append(b, " ("...)
-	b = plural(b, left, "item")
-	b = append(b, " left, "...)
-	b = plural(b, (left+batch-1)/batch, "even batch")
+	if split {
+		b = plural(b, left, "item")
+		b = append(b, " left, "...)
+		b = plural(b, (left+batch-1)/batch, "even batch")
+	}
+	if share >= 2 {
+		if split {
+			b = append(b, "; "...)
+		}
+		b = append(b, "a 1/"...)
+		b = strconv.AppendInt(b, int64(share), 10)
+		b = append(b, " share of memory, "...)
+		b = strconv.AppendInt(b, int64(share), 10)
+		b = append(b, " tasks side by side"...)
+	}
 	return append(b, ')')
 }
 
 // SplitNote says, for a contract, in how many even batches the items left
-// run (empty when one batch takes them all): what describe shows of why a
-// batch was sized so.
-func SplitNote(c Contract) string { return string(appendSplit(nil, c.Batch, c.ItemsLeft)) }
+// run (empty when one batch takes them all), and the share of memory the
+// batch was held to: what describe shows of why a batch was sized so.
+func SplitNote(c Contract) string {
+	return string(appendSplit(nil, c.Batch, c.ItemsLeft, c.Share))
+}

@@ -26,6 +26,20 @@ type Estimate struct {
 	// batches as the largest batch that fits would take, of equal sizes
 	// (64 items where 62 fit run as 32 + 32, not 62 + 2).
 	ItemsLeft int64
+	// Peers is how many tasks, this one included, could run a batch side
+	// by side now: those holding one and those queued ready to (0 or 1:
+	// this one alone). With k = min(Peers, the CPU slots at MinThreads)
+	// above 1, a batch whose memory would leave the others less than
+	// their share is held to its own, 1/k of the grantable memory (and
+	// evened out): k batches side by side end the queued work sooner than
+	// one large batch beside idle CPUs. BatchTime and ItemTime weigh that
+	// when known: a batch's fixed time paid more often may cost more than
+	// the CPUs gain, and then the share does not apply. Tasks with a GPU
+	// demand are never held to a share.
+	Peers int
+	// BatchTime and ItemTime are the learned duration of a batch,
+	// BatchTime + ItemTime·items (both 0: unknown).
+	BatchTime, ItemTime time.Duration
 	// Threads is the number of threads wished (>= 1).
 	Threads int
 	// MinThreads is the fewest threads acceptable (1 <= MinThreads <= Threads).
@@ -219,6 +233,9 @@ type Contract struct {
 	Batch, BatchRequested int64
 	// ItemsLeft echoes the estimate's: the items the task had left.
 	ItemsLeft int64
+	// Share is k when the batch was held to a 1/k share of the memory,
+	// k batches side by side (Estimate.Peers); 0 otherwise.
+	Share int
 	// Threads granted.
 	Threads int
 	// MemoryBytes reserved from the RAM budget (includes unified GPU memory).

@@ -77,6 +77,12 @@
 //     Refresh, offer the budget to the pending tasks ahead of this one in the
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
 //     polling every Config.BoundaryPoll (50 ms) while told Wait.
+//   - Every estimate it hands the governor says how many items the task
+//     has left (ItemsLeft: batches are evened out) and how many tasks
+//     could run a batch beside it (Peers, lockedPeers: those holding a
+//     worker and the ready ones among the first 64 queued, at most
+//     MaxParallel): the governor holds a batch to its share of memory. The
+//     count is a fact of the queue, not a judgement of resources.
 //   - A bounded History of the last Config.HistorySize (64) terminal events,
 //     and Snapshot, a point-in-time view of every task (tests read it; get
 //     and describe read the manifests, which the reconciler writes).

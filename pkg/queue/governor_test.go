@@ -164,3 +164,73 @@ func TestTailsAreEvenedOutWithRealGovernor(t *testing.T) {
 		})
 	}
 }
+
+// TestReadyPeersShareTheMemory: the first batch of a task is held to its
+// share of the memory as long as another task could run beside it. Only
+// the tasks ready to run count: one paused, one waiting for a dependency
+// and one beyond --max-parallel do not.
+func TestReadyPeersShareTheMemory(t *testing.T) {
+	const mi = 1 << 20
+	task := func(name string, f func(*Task)) Task {
+		tk := Task{Name: name, ItemsTotal: 64, Estimate: governor.Estimate{
+			Class: "features", PerItemMemory: 10 * mi, FixedMemory: 10 * mi,
+			BatchMin: 1, BatchMax: 64, Threads: 1, MinThreads: 1}}
+		if f != nil {
+			f(&tk)
+		}
+		return tk
+	}
+	paused := func(tk *Task) { tk.Paused = true }
+	after := func(tk *Task) { tk.DependsOn = []string{"a"} }
+	for _, tc := range []struct {
+		name        string
+		maxParallel int
+		tasks       []Task
+		batch       int64
+		share       int
+	}{
+		// 1024MiB: the whole task (650MiB) would leave the other less than half.
+		{"two ready", 0, []Task{task("a", nil), task("b", nil)}, 32, 2},
+		{"alone", 0, []Task{task("a", nil)}, 64, 0},
+		{"the other paused or waiting for a", 0, []Task{task("a", nil), task("b", paused), task("c", after)}, 64, 0},
+		{"max-parallel 1", 1, []Task{task("a", nil), task("b", nil)}, 64, 0},
+		{"four ready", 0, []Task{task("a", nil), task("b", nil), task("c", nil), task("d", nil)}, 22, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := governor.New(governor.Config{MemoryCapacity: 1024 * mi, MemoryReserved: -1, CPUsReserved: -1,
+				LoadThreshold: -1, IOPressureThreshold: -1, IOSlots: -1})
+			adm := govAdmitter{g, governor.Snapshot{MemTotal: 8 << 30, MemAvailable: 8 << 30, CPUs: 8}}
+			run, obs := &fakeRunner{}, &recorder{}
+			q := New(Config{MaxParallel: tc.maxParallel}, adm, run, obs)
+			var mu sync.Mutex
+			first := map[string]governor.Contract{}
+			run.onStart = func(fb *fakeBatch) {
+				mu.Lock()
+				if _, ok := first[fb.b.Task]; !ok {
+					first[fb.b.Task] = fb.b.Contract
+				}
+				mu.Unlock()
+				go fb.ok()
+			}
+			for _, tk := range tc.tasks {
+				if err := q.Upsert(tk); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			runDone := make(chan error, 1)
+			go func() { runDone <- q.Run(ctx) }()
+			obs.waitPhase(t, "a", v1alpha1.PhaseDone)
+			if err := q.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			<-runDone
+			mu.Lock()
+			defer mu.Unlock()
+			if c := first["a"]; c.Batch != tc.batch || c.Share != tc.share {
+				t.Errorf("a's first batch %d at a share of %d, want %d at %d", c.Batch, c.Share, tc.batch, tc.share)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -29,6 +30,8 @@ type scan struct {
 	awaitFresh bool
 	// maxParallelMsg is formatted once per pass.
 	maxParallelMsg string
+	// peers is lockedPeers, counted once per pass (0: not yet).
+	peers int
 	// blockedFrom is the first entry the pass told to wait for a worker;
 	// tailDeps is set when an entry from there on has dependencies (their
 	// verdicts move with other tasks' phases: no tail is parked).
@@ -163,14 +166,19 @@ func keyOf(e *entry) learnKey {
 // lockedPassEstimate is lockedEstimate, asking the Learner once per distinct
 // question in the pass. REQUIRES: q.mu held.
 func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
+	if s.peers == 0 {
+		// Once a pass: each admission moves a task from the queued ready
+		// ones to those holding a worker, the count stays.
+		s.peers = q.lockedPeers()
+	}
 	if !q.learns(e) {
-		return q.lockedEstimate(e)
+		return q.cappedEstimate(e, e.task.Estimate, s.peers)
 	}
 	t := &e.task
 	k := keyOf(e)
 	if s.haveLastLearn && s.lastLearn == k {
 		s.toldLearn = s.learnSeq
-		return q.cappedEstimate(e, s.lastLearned)
+		return q.cappedEstimate(e, s.lastLearned, s.peers)
 	}
 	learnedFull := full(len(s.learned))
 	est, ok := governor.Estimate{}, false
@@ -189,7 +197,7 @@ func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
 	s.lastLearn, s.lastLearned, s.haveLastLearn = k, est, true
 	s.learnSeq++
 	s.toldLearn = s.learnSeq
-	return q.cappedEstimate(e, est)
+	return q.cappedEstimate(e, est, s.peers)
 }
 
 // lockedScan walks the dispatch list. With until set (a task at its sequence
@@ -414,20 +422,54 @@ func (q *Queue) lockedEstimate(e *entry) governor.Estimate {
 	if q.learns(e) {
 		est = q.learn.Estimate(&e.task, e.kills)
 	}
-	return q.cappedEstimate(e, est)
+	return q.cappedEstimate(e, est, q.lockedPeers())
+}
+
+// peersLook bounds how many queued entries lockedPeers looks at: a
+// dispatch list of ten thousand tasks waiting for their dependencies
+// costs a decision no more than its head.
+const peersLook = 64
+
+// lockedPeers counts the tasks that could run a batch side by side now
+// (governor.Estimate.Peers): those holding a worker, and those queued
+// that are neither paused nor waiting for a dependency, among the first
+// peersLook of the dispatch list; at most MaxParallel when set.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedPeers() int {
+	limit := math.MaxInt
+	if q.cfg.MaxParallel > 0 {
+		limit = q.cfg.MaxParallel
+	}
+	n := q.mu.active
+	for i, e := range q.mu.pending {
+		if n >= limit || i >= peersLook {
+			break
+		}
+		if e.state != statePending || e.task.Paused || e.task.ItemsDone >= e.task.ItemsTotal {
+			continue
+		}
+		if len(e.task.DependsOn) > 0 {
+			if _, _, ready := q.lockedDeps(e); !ready {
+				continue
+			}
+		}
+		n++
+	}
+	return max(min(n, limit), 1)
 }
 
 // cappedEstimate caps est by the items e has left (and its cap after a
-// kill for memory), and tells the governor how many are left: it evens
-// the batches out.
-func (q *Queue) cappedEstimate(e *entry, est governor.Estimate) governor.Estimate {
+// kill for memory), and tells the governor how many are left (it evens
+// the batches out) and how many tasks could run beside it (peers: it
+// holds a batch to its share of memory).
+func (q *Queue) cappedEstimate(e *entry, est governor.Estimate, peers int) governor.Estimate {
 	left := e.task.ItemsTotal - e.task.ItemsDone
 	hi := left
 	if e.memCap > 0 && e.memCap < hi {
 		hi = e.memCap
 	}
 	est = est.CappedAt(hi)
-	est.ItemsLeft = left
+	est.ItemsLeft, est.Peers = left, peers
 	return est
 }
 

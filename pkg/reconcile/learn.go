@@ -92,6 +92,9 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
 	m := l.book.Model(t.Profile)
 	e := l.estimate(t, kills, m)
+	// The profile's batch duration, for the governor to weigh a share of
+	// memory against the batches' fixed time.
+	e.BatchTime, e.ItemTime = m.DurationFixed, m.DurationPerItem
 	if l.efficient && m.EfficientBatch > 0 {
 		// Among the batches that fit, the least time per item: its
 		// predicted time per item is convex in the batch size.
