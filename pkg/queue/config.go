@@ -35,6 +35,10 @@ type Config struct {
 	MaxRetryBackoff time.Duration
 	// HistorySize bounds History (default 64).
 	HistorySize int
+	// LargestBatches leaves the governor's estimates without Peers: no
+	// batch is held to a share of memory, each is the largest that fits
+	// (--batch-policy largest).
+	LargestBatches bool
 }
 
 func (c Config) withDefaults() Config {

@@ -168,7 +168,8 @@ func TestTailsAreEvenedOutWithRealGovernor(t *testing.T) {
 // TestReadyPeersShareTheMemory: the first batch of a task is held to its
 // share of the memory as long as another task could run beside it. Only
 // the tasks ready to run count: one paused, one waiting for a dependency
-// and one beyond --max-parallel do not.
+// and one beyond --max-parallel do not; --batch-policy largest holds no
+// batch to a share.
 func TestReadyPeersShareTheMemory(t *testing.T) {
 	const mi = 1 << 20
 	task := func(name string, f func(*Task)) Task {
@@ -185,23 +186,25 @@ func TestReadyPeersShareTheMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		maxParallel int
+		largest     bool
 		tasks       []Task
 		batch       int64
 		share       int
 	}{
 		// 1024MiB: the whole task (650MiB) would leave the other less than half.
-		{"two ready", 0, []Task{task("a", nil), task("b", nil)}, 32, 2},
-		{"alone", 0, []Task{task("a", nil)}, 64, 0},
-		{"the other paused or waiting for a", 0, []Task{task("a", nil), task("b", paused), task("c", after)}, 64, 0},
-		{"max-parallel 1", 1, []Task{task("a", nil), task("b", nil)}, 64, 0},
-		{"four ready", 0, []Task{task("a", nil), task("b", nil), task("c", nil), task("d", nil)}, 22, 4},
+		{"two ready", 0, false, []Task{task("a", nil), task("b", nil)}, 32, 2},
+		{"alone", 0, false, []Task{task("a", nil)}, 64, 0},
+		{"the other paused or waiting for a", 0, false, []Task{task("a", nil), task("b", paused), task("c", after)}, 64, 0},
+		{"max-parallel 1", 1, false, []Task{task("a", nil), task("b", nil)}, 64, 0},
+		{"four ready", 0, false, []Task{task("a", nil), task("b", nil), task("c", nil), task("d", nil)}, 22, 4},
+		{"--batch-policy largest", 0, true, []Task{task("a", nil), task("b", nil)}, 64, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := governor.New(governor.Config{MemoryCapacity: 1024 * mi, MemoryReserved: -1, CPUsReserved: -1,
 				LoadThreshold: -1, IOPressureThreshold: -1, IOSlots: -1})
 			adm := govAdmitter{g, governor.Snapshot{MemTotal: 8 << 30, MemAvailable: 8 << 30, CPUs: 8}}
 			run, obs := &fakeRunner{}, &recorder{}
-			q := New(Config{MaxParallel: tc.maxParallel}, adm, run, obs)
+			q := New(Config{MaxParallel: tc.maxParallel, LargestBatches: tc.largest}, adm, run, obs)
 			var mu sync.Mutex
 			first := map[string]governor.Contract{}
 			run.onStart = func(fb *fakeBatch) {

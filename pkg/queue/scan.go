@@ -30,8 +30,9 @@ type scan struct {
 	awaitFresh bool
 	// maxParallelMsg is formatted once per pass.
 	maxParallelMsg string
-	// peers is lockedPeers, counted once per pass (0: not yet).
-	peers int
+	// peers is lockedPeers, counted once per pass (peersCounted).
+	peers        int
+	peersCounted bool
 	// blockedFrom is the first entry the pass told to wait for a worker;
 	// tailDeps is set when an entry from there on has dependencies (their
 	// verdicts move with other tasks' phases: no tail is parked).
@@ -166,10 +167,10 @@ func keyOf(e *entry) learnKey {
 // lockedPassEstimate is lockedEstimate, asking the Learner once per distinct
 // question in the pass. REQUIRES: q.mu held.
 func (q *Queue) lockedPassEstimate(e *entry, s *scan) governor.Estimate {
-	if s.peers == 0 {
+	if !s.peersCounted {
 		// Once a pass: each admission moves a task from the queued ready
 		// ones to those holding a worker, the count stays.
-		s.peers = q.lockedPeers()
+		s.peers, s.peersCounted = q.lockedPeers(), true
 	}
 	if !q.learns(e) {
 		return q.cappedEstimate(e, e.task.Estimate, s.peers)
@@ -433,9 +434,12 @@ const peersLook = 64
 // lockedPeers counts the tasks that could run a batch side by side now
 // (governor.Estimate.Peers): those holding a worker, and those queued
 // that are neither paused nor waiting for a dependency, among the first
-// peersLook of the dispatch list; at most MaxParallel when set.
-// REQUIRES: q.mu held.
+// peersLook of the dispatch list; at most MaxParallel when set; 0 with
+// LargestBatches. REQUIRES: q.mu held.
 func (q *Queue) lockedPeers() int {
+	if q.cfg.LargestBatches {
+		return 0
+	}
 	limit := math.MaxInt
 	if q.cfg.MaxParallel > 0 {
 		limit = q.cfg.MaxParallel

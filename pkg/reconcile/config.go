@@ -64,9 +64,10 @@ type Config struct {
 	ProvisionalFraction float64
 	ProvisionalBytes    int64
 	// BatchPolicy chooses among the batches that fit: BatchEfficient (the
-	// default, "" included: the least predicted time per item, once a
-	// profile's batches showed larger ones cost more per item; the largest
-	// until then) or BatchLargest.
+	// default, "" included: each task's share of memory beside the tasks
+	// ready to run (governor.Estimate.Peers), and the least predicted time
+	// per item once a profile's batches showed larger ones cost more per
+	// item) or BatchLargest (the largest that fits).
 	BatchPolicy string
 	// HistoryPath is the learned history's store, shared by every spool
 	// of a Host (default: the first spool's STATE/history.db).

@@ -117,7 +117,9 @@ func NewHost(cfg Config, deps Deps) *Host {
 		persist:   h.persist,
 		now:       time.Now,
 	}
-	h.queue = queue.New(cfg.Queue, adm, batchRouter{h}, observerFunc(h.observe), queue.WithLearner(l))
+	qcfg := cfg.Queue
+	qcfg.LargestBatches = cfg.BatchPolicy == BatchLargest
+	h.queue = queue.New(qcfg, adm, batchRouter{h}, observerFunc(h.observe), queue.WithLearner(l))
 	h.prober.busy = h.queue.Busy
 	return h
 }
