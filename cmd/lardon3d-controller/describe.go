@@ -202,6 +202,9 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 		if lb.WorkingSet != nil {
 			line += ", working set " + humanBytes(lb.WorkingSet.Value())
 		}
+		if lb.PeakGPUMemory != nil {
+			line += ", GPU memory " + humanBytes(lb.PeakGPUMemory.Value())
+		}
 		fmt.Fprintf(tw, "Last batch:\t%s\n", line)
 	}
 	if st.CreationTime != nil {

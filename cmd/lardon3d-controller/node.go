@@ -180,10 +180,12 @@ ServiceAccount, see deploy/).`,
 			defer removeCgroups(cgroups, log) // once Run returned: every batch's group is gone
 		}
 		leases := scratch.New(data, bc.ScratchDirs, log)
-		gov, snapshot, err := newMachine(bc, leases.Prefix())
+		gov, prober, err := newMachine(bc, leases.Prefix())
 		if err != nil {
 			return usage(err)
 		}
+		// A batch runs as a Pod: its GPU memory is the kubelet's affair.
+		snapshot := reconcile.SnapshotFunc(prober.Snapshot)
 		defer gov.Close()
 		for _, w := range bc.warnings() {
 			log.Warn().Msg(w)

@@ -244,7 +244,7 @@ func (bc budgetConfig) governorConfig() governor.Config {
 
 // newMachine builds the probe and the governor for a budget configuration.
 // leasePrefix names scratch lease directories (scratch.Leases.Prefix).
-func newMachine(bc budgetConfig, leasePrefix string) (*governor.Governor, reconcile.SnapshotFunc, error) {
+func newMachine(bc budgetConfig, leasePrefix string) (*governor.Governor, *probe.Prober, error) {
 	p, err := probe.New(probe.Options{ScratchDirs: bc.ScratchDirs})
 	if err != nil {
 		return nil, nil, fmt.Errorf("probe: %w", err)
@@ -255,7 +255,7 @@ func newMachine(bc budgetConfig, leasePrefix string) (*governor.Governor, reconc
 		return nil, nil, fmt.Errorf("probe: %w", err)
 	}
 	gov.Update(snap)
-	return gov, p.Snapshot, nil
+	return gov, p, nil
 }
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -377,7 +377,7 @@ serves other users' spools and runs each task as the spool's owner.
 			bc.Share = share
 		}
 		leases := scratch.New(spools[0], bc.ScratchDirs, log)
-		gov, snapshot, err := newMachine(bc, leases.Prefix())
+		gov, prober, err := newMachine(bc, leases.Prefix())
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -410,7 +410,7 @@ serves other users' spools and runs each task as the spool's owner.
 		if len(opened) == 0 {
 			return &exitError{code: 2, err: errors.New("no spool to serve: none of the spools the patterns match can be served (see the warnings)")}
 		}
-		claim, err := claimMachine(bc, placed, snapshot)
+		claim, err := claimMachine(bc, placed, prober.Snapshot)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -456,7 +456,7 @@ serves other users' spools and runs each task as the spool's owner.
 			ProvisionalBytes:    provBytes,
 			BatchPolicy:         batchPolicy,
 		}
-		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: snapshot, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
+		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		// The series are the machine's, every spool's tasks: kept beside the
 		// learned history, not in one spool's state directory.
 		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval}, m, host, filepath.Dir(historyPath), log)

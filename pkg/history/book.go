@@ -16,6 +16,8 @@ type Book struct {
 		sync.Mutex
 		recs   map[string][]Record
 		models map[string]Model // fitted since the profile's last Add
+		// gpuModels are the GPU memory models (GPURecords), likewise.
+		gpuModels map[string]Model
 	}
 }
 
@@ -28,6 +30,7 @@ func NewBook(maxRecords int, p Params) *Book {
 	b := &Book{params: p.withDefaults(), maxRecords: maxRecords}
 	b.mu.recs = make(map[string][]Record)
 	b.mu.models = make(map[string]Model)
+	b.mu.gpuModels = make(map[string]Model)
 	return b
 }
 
@@ -40,6 +43,7 @@ func (b *Book) Load(all map[string][]Record) {
 	defer b.mu.Unlock()
 	b.mu.recs = make(map[string][]Record, len(all))
 	b.mu.models = make(map[string]Model)
+	b.mu.gpuModels = make(map[string]Model)
 	for p, recs := range all {
 		if len(recs) > b.maxRecords {
 			recs = recs[len(recs)-b.maxRecords:]
@@ -58,6 +62,7 @@ func (b *Book) Add(profile string, r Record) {
 	}
 	b.mu.recs[profile] = recs
 	delete(b.mu.models, profile)
+	delete(b.mu.gpuModels, profile)
 }
 
 // Model is the profile's model (StateNone when unknown).
@@ -69,6 +74,19 @@ func (b *Book) Model(profile string) Model {
 	}
 	m := Fit(b.mu.recs[profile], b.params)
 	b.mu.models[profile] = m
+	return m
+}
+
+// GPUModel is the model of the profile's GPU memory: Fit of its
+// GPURecords (StateNone when no batch of it had a GPU memory contract).
+func (b *Book) GPUModel(profile string) Model {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m, ok := b.mu.gpuModels[profile]; ok {
+		return m
+	}
+	m := Fit(GPURecords(b.mu.recs[profile]), b.params)
+	b.mu.gpuModels[profile] = m
 	return m
 }
 

@@ -23,6 +23,10 @@
 //     batch succeeded since), and caps the batch while the model is not
 //     firm (slow start). Too few samples: no firm model; none at all: no
 //     costs.
+//   - GPU memory: a Record also carries the batch's GPU peak, its GPU
+//     reservation and whether it was killed for GPU memory; GPURecords
+//     turns them into records of their own, fitted by the same Fit
+//     (Book.GPUModel), a GPU memory kill a censored observation.
 //   - Book: the in-memory records and models, for callers that must not
 //     do IO (the queue asks under its lock).
 //

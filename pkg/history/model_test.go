@@ -325,3 +325,34 @@ func TestFitInputBytes(t *testing.T) {
 		}
 	}
 }
+
+// GPURecords keeps the batches that reserved GPU memory and were measured
+// or killed for it, as records of their GPU memory: a GPU kill a censor,
+// a memory kill neither a sample nor a censor.
+func TestGPURecords(t *testing.T) {
+	const mi = 1 << 20
+	recs := []Record{
+		{Items: 4, PeakMemoryBytes: 100 * mi, GPUMemoryBytes: 900 * mi, GPUMeasured: true, GPULimitBytes: 1024 * mi},
+		{Items: 8, PeakMemoryBytes: 100 * mi, GPUMemoryBytes: 1500 * mi, GPUMeasured: true, GPULimitBytes: 1024 * mi, ExitCode: -1, Reason: "GPUMemoryExceeded", KilledForGPUMemory: true},
+		{Items: 8, PeakMemoryBytes: 300 * mi, GPUMemoryBytes: 1100 * mi, GPUMeasured: true, GPULimitBytes: 2048 * mi, ExitCode: -1, Reason: "MemoryExceeded", KilledForMemory: true},
+		{Items: 2, PeakMemoryBytes: 100 * mi, GPULimitBytes: 1024 * mi},                   // never measured
+		{Items: 2, PeakMemoryBytes: 100 * mi, GPUMemoryBytes: 50 * mi, GPUMeasured: true}, // no GPU contract
+	}
+	g := GPURecords(recs)
+	if len(g) != 3 {
+		t.Fatalf("%d GPU records, want 3: %+v", len(g), g)
+	}
+	if !g[0].Succeeded() || g[0].Need() != 900*mi || g[0].LimitBytes != 1024*mi {
+		t.Errorf("measured batch: %+v", g[0])
+	}
+	if !g[1].KilledForMemory || g[1].Succeeded() || g[1].CensorBytes() != 1500*mi {
+		t.Errorf("GPU kill: %+v, want a censor at 1500MiB", g[1])
+	}
+	if g[2].Succeeded() || g[2].KilledForMemory {
+		t.Errorf("memory kill: %+v, want neither sample nor censor", g[2])
+	}
+	m := Fit(g, Params{})
+	if m.Samples != 1 || m.Censored != 1 {
+		t.Errorf("model of %d samples and %d censors, want 1 and 1", m.Samples, m.Censored)
+	}
+}

@@ -39,6 +39,41 @@ type Record struct {
 	// KilledForMemory is set when the batch was stopped for exceeding its
 	// memory: its need was above what it had, a censored observation.
 	KilledForMemory bool `json:"killedForMemory,omitempty"`
+	// GPUMemoryBytes is the highest GPU memory the batch's processes were
+	// measured using (valid when GPUMeasured), GPULimitBytes the GPU
+	// memory its contract reserved, and KilledForGPUMemory is set when it
+	// was stopped for exceeding it (a censored observation of its GPU
+	// need). GPURecords turns them into records of their own.
+	GPUMemoryBytes     int64 `json:"gpuMemoryBytes,omitempty"`
+	GPUMeasured        bool  `json:"gpuMeasured,omitempty"`
+	GPULimitBytes      int64 `json:"gpuLimitBytes,omitempty"`
+	KilledForGPUMemory bool  `json:"killedForGPUMemory,omitempty"`
+}
+
+// GPURecords are the records of the batches that reserved GPU memory, as
+// records of their GPU memory, for Fit: the GPU peak as the peak, the GPU
+// reservation as the limit, a GPU memory kill as a memory kill. A batch
+// that ended otherwise than by a plain exit or a GPU memory kill (its
+// memory killed, a timeout) is neither a sample nor a censor; one whose
+// GPU memory no reading measured is left out.
+func GPURecords(recs []Record) []Record {
+	var out []Record
+	for _, r := range recs {
+		if r.GPULimitBytes <= 0 || (!r.GPUMeasured && !r.KilledForGPUMemory) {
+			continue
+		}
+		g := Record{
+			Time: r.Time, Task: r.Task, Batch: r.Batch, Generation: r.Generation, Attempt: r.Attempt,
+			Items: r.Items, Threads: r.Threads, Duration: r.Duration,
+			PeakMemoryBytes: r.GPUMemoryBytes, LimitBytes: r.GPULimitBytes,
+			ExitCode: r.ExitCode, Reason: r.Reason, KilledForMemory: r.KilledForGPUMemory,
+		}
+		if r.KilledForGPUMemory {
+			g.Reason = ""
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // Succeeded reports whether the batch exited 0 with a measured peak: an

@@ -33,7 +33,14 @@
 //   - AMD: a GPU whose mem_info_vram_total is at most 512 MiB and that exposes
 //     mem_info_gtt_total is taken for an APU sharing system RAM: Unified is
 //     set and the GTT sizes are reported as its memory.
-//   - NVIDIA: values "[N/A]" (or any bracketed value) make that GPU Known=false.
+//   - NVIDIA: nvidia-smi rather than NVML, which would need cgo and the
+//     driver's library at build time in a static binary. Two queries per
+//     refresh: the devices (index, uuid, name, memory total, used and free,
+//     utilization) and the processes with a compute context on each
+//     (gpu_uuid, pid, used_gpu_memory), joined by uuid; when only the
+//     second fails the devices are still budgeted, and ProcessGPUMemory
+//     says the processes' memory cannot be read.
+//     Values "[N/A]" (or any bracketed value) make that GPU Known=false.
 //     When nvidia-smi fails after having succeeded, the GPUs last seen are
 //     reported with Known=false (present but unmeasurable), never dropped;
 //     when it fails before any success (a driver still loading, a first run
@@ -46,9 +53,20 @@
 //     kept), never dropped, so that scratch demands wait rather than being
 //     rejected; one never measured is left out.
 //
+// Per-process GPU memory: ProcessGPUMemory answers a batch's supervisor
+// (pkg/runner, every 100 ms) from the last NVIDIA measurement, never
+// waiting for nvidia-smi: a reading older than GPUPeriod starts one
+// refresh in the background (at most one at a time) and the caller gets
+// the last one. The measurement is what is allocated at that moment, not
+// a peak: an allocation made and freed between two refreshes is not seen.
+// Unknown is an error (ErrGPUGone, ErrGPUMemoryUnreadable), never a
+// guess.
+//
 // Concurrency and lock order: a Prober is safe for concurrent use; one mutex
-// (Prober.mu) serialises Snapshot calls and guards the caches. No other lock
-// is taken while it is held. Snapshot can take as long as GPUTimeout (an
-// nvidia-smi run), so callers must not hold a lock of their own across it:
-// in the controller only the prober goroutine (pkg/reconcile) calls it.
+// (Prober.mu) serialises Snapshot calls and GPU refreshes and guards the
+// caches; a second (Prober.gpuMem), taken after it and never before it,
+// guards what ProcessGPUMemory reads. Snapshot can take as long as
+// GPUTimeout (two nvidia-smi runs), so callers must not hold a lock of
+// their own across it: in the controller only the prober goroutine
+// (pkg/reconcile) calls it.
 package probe

@@ -54,8 +54,9 @@ type Options struct {
 	// GPUPeriod is the least time between two GPU measurements; in between
 	// the last one is reused (default 2s).
 	GPUPeriod time.Duration
-	// GPUTimeout bounds one nvidia-smi run (default 5s). The run happens
-	// inside Snapshot, under the Prober's mutex.
+	// GPUTimeout bounds one refresh, both nvidia-smi queries (default
+	// 5s). It runs inside Snapshot, or in the background for
+	// ProcessGPUMemory, under the Prober's mutex.
 	GPUTimeout time.Duration
 	// Affinity returns the number of CPUs in the process's affinity mask
 	// (default: sched_getaffinity). Injectable for fixture tests.
@@ -92,7 +93,36 @@ type Prober struct {
 		// measured at least once.
 		scratchSeen map[string]governor.ScratchVolume
 	}
+	// gpuMem is the last NVIDIA measurement as ProcessGPUMemory reads it.
+	// Its own lock, never held across nvidia-smi: a batch's supervisor
+	// never waits on the tool. Taken after mu (lockedGPUs), never before.
+	gpuMem struct {
+		sync.Mutex
+		// devices are those of the last successful device query, their
+		// processes as the compute processes query gave them (appsErr: it
+		// failed).
+		devices []GPUDevice
+		appsErr error
+		// err is the last refresh's failure (nil after a success); at is
+		// when the last refresh ended, valid once one did.
+		err   error
+		at    time.Time
+		valid bool
+		// refreshing: a refresh started by ProcessGPUMemory is running.
+		refreshing bool
+	}
 }
+
+// Errors of ProcessGPUMemory.
+var (
+	// ErrGPUGone: the GPU is not among those the last measurement found
+	// (it disappeared, or never was).
+	ErrGPUGone = errors.New("GPU not present")
+	// ErrGPUMemoryUnreadable: the GPU's memory, or that of a process on
+	// it, could not be read (nvidia-smi failing or timing out, "[N/A]",
+	// no nvidia-smi, no measurement yet, not an NVIDIA GPU).
+	ErrGPUMemoryUnreadable = errors.New("GPU memory cannot be read")
+)
 
 // New returns a Prober. Cgroup membership is read once here; a missing
 // ProcRoot is an error, a missing cgroup or GPU tool is not.
@@ -236,7 +266,7 @@ func (p *Prober) lockedGPUs(now time.Time) []governor.GPU {
 			}
 		}
 		if p.nvidia != "" {
-			nv, err := runNvidiaSMI(context.Background(), p.nvidia, p.opts.GPUTimeout)
+			nv, appsErr, err := runNvidiaSMI(context.Background(), p.nvidia, p.opts.GPUTimeout)
 			if err != nil {
 				p.mu.gpuErr = err
 				// Present before, unmeasurable now: keep them, unknown. Never
@@ -250,9 +280,16 @@ func (p *Prober) lockedGPUs(now time.Time) []governor.GPU {
 					gpus = append(gpus, governor.GPU{ID: g.ID, Name: g.Name})
 				}
 			} else {
-				p.mu.nvidiaSeen = nv
-				gpus = append(gpus, nv...)
+				seen := make([]governor.GPU, 0, len(nv))
+				for _, d := range nv {
+					seen = append(seen, d.budgetGPU())
+				}
+				p.mu.nvidiaSeen = seen
+				gpus = append(gpus, seen...)
 			}
+			p.noteGPUMemory(now, nv, appsErr, err)
+		} else if p.nvidiaFallback {
+			p.noteGPUMemory(now, nil, nil, errors.New("nvidia-smi not found on PATH"))
 		}
 		gpus = append(gpus, amdGPUs(p.opts.SysRoot)...)
 		p.mu.gpus, p.mu.gpuAt, p.mu.gpuValid = gpus, now, true

@@ -222,7 +222,7 @@ func TestNvidiaPacedAndFailure(t *testing.T) {
 	runs := filepath.Join(dir, "runs")
 	fail := filepath.Join(dir, "fail")
 	script := filepath.Join(dir, "nvidia-smi")
-	mkfile(t, script, "#!/bin/sh\necho run >> "+runs+"\n[ -e "+fail+" ] && { echo 'driver gone' >&2; exit 9; }\necho '0, Card, 1000, 250'\n")
+	mkfile(t, script, "#!/bin/sh\ncase \"$1\" in --query-compute-apps=*) exit 0;; esac\necho run >> "+runs+"\n[ -e "+fail+" ] && { echo 'driver gone' >&2; exit 9; }\necho '0, GPU-card, Card, 1000, 250, 750, 0'\n")
 	if err := os.Chmod(script, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestNvidiaFirstRunFailsReportsBoundDevicesUnknown(t *testing.T) {
 	fail := filepath.Join(dir, "fail")
 	mkfile(t, fail, "")
 	script := filepath.Join(dir, "nvidia-smi")
-	mkfile(t, script, "#!/bin/sh\n[ -e "+fail+" ] && { echo 'NVIDIA-SMI has failed' >&2; exit 9; }\necho '0, Card, 1000, 250'\n")
+	mkfile(t, script, "#!/bin/sh\n[ -e "+fail+" ] && { echo 'NVIDIA-SMI has failed' >&2; exit 9; }\ncase \"$1\" in --query-compute-apps=*) exit 0;; esac\necho '0, GPU-card, Card, 1000, 250, 750, 0'\n")
 	if err := os.Chmod(script, 0o755); err != nil {
 		t.Fatal(err)
 	}

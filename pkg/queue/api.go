@@ -33,15 +33,31 @@ type Admitter interface {
 type Learner interface {
 	// Observe records a finished batch of t, whatever its outcome.
 	Observe(t *Task, b Batch, res BatchResult)
-	// Estimate is the estimate for t's next batch, kills being the number
-	// of its batches killed for memory in this generation; it is asked for
+	// Estimate is the estimate for t's next batch, kills counting its
+	// batches killed for memory and for GPU memory in this generation; it is asked for
 	// every task not in strict mode at every admission, so it must be
 	// cheap. The queue caps the batch by the items left afterwards. It may
 	// depend only on t's Estimate, Profile, Mode, ItemsTotal, ItemsDone and
 	// InputBytesPerItem, kills, the learner's own state (which changes in
 	// Observe) and the free memory: within one scan, until a reservation
 	// is granted, the queue asks each distinct question once.
-	Estimate(t *Task, kills int) governor.Estimate
+	Estimate(t *Task, kills Kills) governor.Estimate
+}
+
+// Kills counts a task's batches killed in one generation, by what they
+// exceeded.
+type Kills struct {
+	// Memory: MemoryExceeded; GPUMemory: GPUMemoryExceeded.
+	Memory, GPUMemory int
+}
+
+// total is every kill.
+func (k Kills) total() int { return k.Memory + k.GPUMemory }
+
+// exceeded reports whether reason is a batch killed for exceeding its
+// memory or its GPU memory.
+func exceeded(reason string) bool {
+	return reason == v1alpha1.ReasonMemoryExceeded || reason == v1alpha1.ReasonGPUMemoryExceeded
 }
 
 // Reservation is a grant of the Admitter: the queue reads its contract and
@@ -96,7 +112,8 @@ type BatchResult struct {
 	// ExitCode of the command; -1 when it was killed.
 	ExitCode int
 	// Reason is empty for a plain exit, else one of v1alpha1's reasons
-	// (MemoryExceeded, BatchTimeout, CommandNotFound) or "Cancelled".
+	// (MemoryExceeded, GPUMemoryExceeded, BatchTimeout, CommandNotFound)
+	// or "Cancelled".
 	Reason string
 	// Message explains Reason with numbers.
 	Message string
@@ -106,6 +123,10 @@ type BatchResult struct {
 	// PeakWorkingSetBytes is the batch's highest sampled working set (page
 	// cache it only read excluded).
 	PeakWorkingSetBytes int64
+	// PeakGPUMemoryBytes is the highest GPU memory its processes were
+	// measured using, valid when GPUMemoryMeasured.
+	PeakGPUMemoryBytes int64
+	GPUMemoryMeasured  bool
 	// InputBytes is the total size of the batch's items that are regular
 	// files (0: none is).
 	InputBytes int64
@@ -121,7 +142,8 @@ type Task struct {
 	// Seq orders the FIFO; lower first. Ties break by Name.
 	Seq int64
 	// Estimate is handed to the governor as is, except BatchMax which the
-	// queue caps by the items left (and halves after a MemoryExceeded).
+	// queue caps by the items left (and halves after a MemoryExceeded or
+	// GPUMemoryExceeded).
 	Estimate governor.Estimate
 	// ItemsTotal is the number of items; ItemsDone of them are committed.
 	ItemsTotal, ItemsDone int64

@@ -58,7 +58,8 @@
 //     retries other failures up to Task.Retries times with a clock-driven
 //     exponential backoff (RetryDelay: Config.RetryBackoff doubling up to
 //     MaxRetryBackoff; the same batch index and start, the same reservation
-//     kept), after a MemoryExceeded either hands the kill to the Learner and
+//     kept), after a MemoryExceeded or a GPUMemoryExceeded (counted apart in
+//     Kills) either hands the kill to the Learner and
 //     retries the batch under its revised estimate (WithLearner, a task not
 //     in strict mode; the task Fails only when that need can never be
 //     granted, Decider permitting) or halves the batch cap (through a

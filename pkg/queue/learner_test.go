@@ -16,6 +16,8 @@ type fakeLearner struct {
 	estimates map[string]int
 	// never makes every estimate ask more than any budget.
 	never bool
+	// lastKills is the kills of the last Estimate.
+	lastKills Kills
 }
 
 var _ Learner = (*fakeLearner)(nil)
@@ -26,15 +28,16 @@ func (l *fakeLearner) Observe(t *Task, b Batch, res BatchResult) {
 	l.observed = append(l.observed, res)
 }
 
-func (l *fakeLearner) Estimate(t *Task, kills int) governor.Estimate {
+func (l *fakeLearner) Estimate(t *Task, kills Kills) governor.Estimate {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.estimates == nil {
 		l.estimates = map[string]int{}
 	}
 	l.estimates[t.Name]++
+	l.lastKills = kills
 	e := t.Estimate
-	e.FixedMemory += int64(10 * kills)
+	e.FixedMemory += int64(10 * kills.Memory)
 	if l.never {
 		e.FixedMemory = 1 << 40
 	}
@@ -48,6 +51,50 @@ func (l *fakeLearner) calls(name string) int {
 }
 
 var memKill = BatchResult{ExitCode: -1, Reason: v1alpha1.ReasonMemoryExceeded, Message: "peak 9 > 8"}
+
+var gpuKill = BatchResult{ExitCode: -1, Reason: v1alpha1.ReasonGPUMemoryExceeded, Message: "GPU memory 9 > 8"}
+
+// A batch killed for GPU memory takes the memory kill's paths, counted
+// apart: a learning task retries the whole batch under the Learner's
+// estimate, told it was the GPU memory; a strict one halves, and fails at
+// batch.min with GPUMemoryExceeded.
+func TestGPUMemoryKill(t *testing.T) {
+	t.Run("learning", func(t *testing.T) {
+		l := &fakeLearner{}
+		a := mkTask("a", 1, 8, 8)
+		a.Mode = v1alpha1.EstimateLearned
+		h := newHarnessWith(t, Config{}, 1000, nil, []Option{WithLearner(l)}, a)
+		h.run.nth(t, "a", 0).finish(gpuKill)
+		fb := h.run.nth(t, "a", 1)
+		if fb.b.Size != 8 || fb.b.Start != 0 || fb.b.Attempt != 2 {
+			t.Errorf("retry after a GPU memory kill: %+v, want the whole batch again", fb.b)
+		}
+		l.mu.Lock()
+		if want := (Kills{GPUMemory: 1}); l.lastKills != want {
+			t.Errorf("learner asked with %+v, want %+v", l.lastKills, want)
+		}
+		l.mu.Unlock()
+		fb.ok()
+		h.obs.waitPhase(t, "a", v1alpha1.PhaseDone)
+	})
+	t.Run("strict", func(t *testing.T) {
+		a := mkTask("a", 1, 8, 8)
+		a.Mode = v1alpha1.EstimateStrict
+		h := newHarnessWith(t, Config{}, 1000, nil, nil, a)
+		h.run.nth(t, "a", 0).finish(gpuKill)
+		fb := h.run.nth(t, "a", 1)
+		if fb.b.Size != 4 {
+			t.Fatalf("strict after a GPU memory kill: size %d, want halved to 4", fb.b.Size)
+		}
+		fb.finish(gpuKill)
+		h.run.nth(t, "a", 2).finish(gpuKill)
+		h.run.nth(t, "a", 3).finish(gpuKill)
+		ev := h.obs.waitPhase(t, "a", v1alpha1.PhaseFailed)
+		if ev.Reason != v1alpha1.ReasonGPUMemoryExceeded || !strings.Contains(ev.Message, "exceeded its GPU memory at batch.min") {
+			t.Errorf("ended %q %q", ev.Reason, ev.Message)
+		}
+	})
+}
 
 // A learning task killed for memory is retried whole under the Learner's
 // revised estimate: same batch, same size, a larger contract.

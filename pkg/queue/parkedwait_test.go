@@ -45,9 +45,9 @@ func (a *scriptAdm) Changed() <-chan struct{}  { return nil }
 type shiftLearner struct{ extra int64 }
 
 func (l *shiftLearner) Observe(*Task, Batch, BatchResult) {}
-func (l *shiftLearner) Estimate(t *Task, kills int) governor.Estimate {
+func (l *shiftLearner) Estimate(t *Task, kills Kills) governor.Estimate {
 	e := t.Estimate
-	e.FixedMemory += l.extra + int64(10*kills)
+	e.FixedMemory += l.extra + int64(10*kills.Memory)
 	return e
 }
 

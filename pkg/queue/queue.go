@@ -107,10 +107,12 @@ type entry struct {
 	removed bool
 	// hasRes says res is held; contract is its contract (nil otherwise).
 	hasRes bool
-	// memCap caps BatchMax after a MemoryExceeded (0: none).
+	// memCap caps BatchMax after a MemoryExceeded or GPUMemoryExceeded
+	// (0: none).
 	memCap int64
-	// kills counts the batches killed for memory in this generation.
-	kills int
+	// kills counts the batches killed for memory and GPU memory in this
+	// generation.
+	kills Kills
 	// freshBy, when set, is until when the task waits for a snapshot
 	// numbered above freshAfter (SnapshotCounter).
 	freshAfter uint64
@@ -329,7 +331,7 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 	q.mu.depsDirty = true
 	q.mu.epoch++
 	if !same {
-		e.memCap, e.kills = 0, 0
+		e.memCap, e.kills = 0, Kills{}
 		e.hasDec = false
 		e.reason, e.message = "", ""
 	}

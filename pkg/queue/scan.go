@@ -153,7 +153,7 @@ type learnKey struct {
 	est               governor.Estimate
 	profile           string
 	mode              v1alpha1.EstimateMode
-	kills             int
+	kills             Kills
 	total, done       int64
 	inputBytesPerItem float64
 }

@@ -25,7 +25,8 @@ const (
 	outNext
 	// outRetry: the same batch again after the backoff, same reservation.
 	outRetry
-	// outShrink: MemoryExceeded; sequence break with a halved batch cap.
+	// outShrink: MemoryExceeded or GPUMemoryExceeded; sequence break with
+	// a halved batch cap (or the Learner's revised estimate).
 	outShrink
 	// outCancelled: Remove or Close; the caller releases and exits.
 	outCancelled
@@ -375,16 +376,16 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 	if detail == "" {
 		detail = fmt.Sprintf("exit code %d", res.ExitCode)
 	}
-	if reason == v1alpha1.ReasonMemoryExceeded && q.learns(e) {
-		return q.lockedOverrun(e, b, ended, detail, attempt)
+	if exceeded(reason) && q.learns(e) {
+		return q.lockedOverrun(e, b, ended, reason, detail, attempt)
 	}
-	if reason == v1alpha1.ReasonMemoryExceeded {
+	if exceeded(reason) {
 		floor := max(e.task.Estimate.BatchMin, 1)
 		if b.Size <= floor {
 			q.lockedEmit(e, ended)
 			q.lockedRelease(e)
 			q.lockedEnd(e, v1alpha1.PhaseFailed, reason,
-				fmt.Sprintf("batch %d of %d items exceeded its memory at batch.min (%d): %s", b.Index, b.Size, floor, detail))
+				fmt.Sprintf("batch %d of %d items exceeded its %s at batch.min (%d): %s", b.Index, b.Size, whatExceeded(reason), floor, detail))
 			return outStop, nil
 		}
 		e.memCap = max(floor, b.Size/2)
@@ -410,13 +411,18 @@ func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *
 // kill raises the need by at least a fifth, so this many cover any machine.
 const maxKills = 64
 
-// lockedOverrun handles a batch of a learning task killed for memory: the
-// Learner has observed it, and its revised estimate (the measured need,
-// bumped) is asked for at the sequence break, the batch not halved. The
-// task fails only when that need can never be granted on this machine.
+// lockedOverrun handles a batch of a learning task killed for memory or
+// GPU memory (reason): the Learner has observed it, and its revised
+// estimate (the measured need, bumped) is asked for at the sequence break,
+// the batch not halved. The task fails only when that need can never be
+// granted on this machine.
 // REQUIRES: q.mu held.
-func (q *Queue) lockedOverrun(e *entry, b Batch, ended Event, detail string, attempt *int) (outcome, clock.Timer) {
-	e.kills++
+func (q *Queue) lockedOverrun(e *entry, b Batch, ended Event, reason, detail string, attempt *int) (outcome, clock.Timer) {
+	if reason == v1alpha1.ReasonGPUMemoryExceeded {
+		e.kills.GPUMemory++
+	} else {
+		e.kills.Memory++
+	}
 	*attempt++
 	next := q.lockedEstimate(e)
 	never := ""
@@ -425,17 +431,25 @@ func (q *Queue) lockedOverrun(e *entry, b Batch, ended Event, detail string, att
 			never = DecisionMessage(d)
 		}
 	}
-	if never == "" && e.kills > maxKills {
-		never = governor.Count(int64(e.kills), "batch") + " killed for memory"
+	if n := e.kills.total(); never == "" && n > maxKills {
+		never = governor.Count(int64(n), "batch") + " killed for memory or GPU memory"
 	}
 	q.lockedEmit(e, ended)
 	if never != "" {
 		q.lockedRelease(e)
-		q.lockedEnd(e, v1alpha1.PhaseFailed, v1alpha1.ReasonMemoryExceeded,
-			fmt.Sprintf("batch %d of %d items exceeded its memory (%s) and its measured need cannot be granted: %s", b.Index, b.Size, detail, never))
+		q.lockedEnd(e, v1alpha1.PhaseFailed, reason,
+			fmt.Sprintf("batch %d of %d items exceeded its %s (%s) and its measured need cannot be granted: %s", b.Index, b.Size, whatExceeded(reason), detail, never))
 		return outStop, nil
 	}
 	return outShrink, nil
+}
+
+// whatExceeded names what a batch killed for reason exceeded.
+func whatExceeded(reason string) string {
+	if reason == v1alpha1.ReasonGPUMemoryExceeded {
+		return "GPU memory"
+	}
+	return "memory"
 }
 
 // sequenceBreak releases the reservation, refreshes the governor, offers the

@@ -68,6 +68,8 @@ type batchRunner struct {
 	scratch interface{ Create(dir string) error }
 	// cgroups is the subtree of the batches' cgroups; nil without.
 	cgroups *cgroup.Tree
+	// gpuMemory measures the batches' GPU memory; nil: not held to it.
+	gpuMemory runner.GPUMemoryReader
 	// commitFirst makes Start wait until the items before the batch are
 	// committed in the task's status (Config.CommitBeforeNextBatch).
 	commitFirst bool
@@ -284,6 +286,9 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		ScratchDir:          c.ScratchDir,
 		ScratchBytes:        c.ScratchBytes,
 		GPUSlots:            c.GPUSlots,
+		GPUID:               c.GPUID,
+		GPUMemoryLimit:      c.GPUMemoryBytes,
+		GPUMemory:           b.gpuMemory,
 		Timeout:             qb.Timeout,
 		LogPath:             ri.logPath,
 		LogMaxBytes:         b.logMax,
@@ -439,6 +444,8 @@ func (r runningBatch) Wait() queue.BatchResult {
 		Message:             res.Message,
 		PeakMemoryBytes:     res.PeakMemoryBytes,
 		PeakWorkingSetBytes: res.PeakWorkingSetBytes,
+		PeakGPUMemoryBytes:  res.PeakGPUMemoryBytes,
+		GPUMemoryMeasured:   res.GPUMemoryMeasured,
 		InputBytes:          r.input,
 		Started:             res.Started,
 		Ended:               res.Ended,

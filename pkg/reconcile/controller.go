@@ -47,6 +47,10 @@ type Deps struct {
 	// cgroup of its own (the kernel enforces its memory limit and knows
 	// every process it started); nil runs batches under the RSS sampler.
 	Cgroups *cgroup.Tree
+	// GPUMemory, optional, measures each process's GPU memory (the
+	// probe): a batch that reserved GPU memory is held to it
+	// (runner.Spec.GPUMemory). Nil holds no batch to its GPU memory.
+	GPUMemory runner.GPUMemoryReader
 	// Executor, optional, runs the batches; nil runs them as processes
 	// of this machine (runner.Processes). The node agent's runs each as
 	// a Pod (podrunner.Pods).

@@ -200,7 +200,11 @@
 // free, never 0 B), and batches grow as the model firms up. A batch
 // killed for memory, declared or learned, is retried under the measured
 // need, bumped, with an EstimateTooLow condition; estimate: strict keeps
-// halving and failing at batch.min. Lock order: queue, book, governor.
+// halving and failing at batch.min. GPU memory follows the same rule
+// from the profile's GPU model (history.GPURecords): a batch the runner
+// stopped as GPUMemoryExceeded (its processes measured through the probe,
+// Deps.GPUMemory) is retried under its measured GPU need, bumped. Lock
+// order: queue, book, governor.
 //
 // The machine. One prober goroutine (prober.go) is the only caller of the
 // probe: it hands the governor a snapshot at start, every ProbeInterval

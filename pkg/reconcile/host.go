@@ -43,7 +43,9 @@ type Host struct {
 	scratch *scratch.Leases
 	cgroups *cgroup.Tree
 	// exec runs every spool's batches (Deps.Executor).
-	exec    runner.Executor
+	exec runner.Executor
+	// gpuMem measures the batches' GPU memory (Deps.GPUMemory).
+	gpuMem  runner.GPUMemoryReader
 	metrics Metrics
 	book    *history.Book
 	// store persists the book; opened by Run (nil: memory only).
@@ -97,6 +99,7 @@ func NewHost(cfg Config, deps Deps) *Host {
 		gov:     deps.Governor,
 		cgroups: deps.Cgroups,
 		exec:    deps.Executor,
+		gpuMem:  deps.GPUMemory,
 		metrics: deps.Metrics,
 		settled: make(chan struct{}),
 	}
@@ -187,6 +190,7 @@ func (h *Host) newController(cfg Config, sp Spool) *Controller {
 	c.batches.cgroups = h.cgroups
 	c.batches.exec = h.exec
 	c.batches.scratch = h.scratch
+	c.batches.gpuMemory = h.gpuMem
 	return c
 }
 

@@ -60,6 +60,11 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 		ExitCode:        res.ExitCode,
 		Reason:          res.Reason,
 		KilledForMemory: res.Reason == v1alpha1.ReasonMemoryExceeded,
+		// GPU memory beside memory: GPURecords fits it the same way.
+		GPUMemoryBytes:     res.PeakGPUMemoryBytes,
+		GPUMeasured:        res.GPUMemoryMeasured,
+		GPULimitBytes:      b.Contract.GPUMemoryBytes,
+		KilledForGPUMemory: res.Reason == v1alpha1.ReasonGPUMemoryExceeded,
 	}
 	if rec.WorkingSetBytes == 0 {
 		// Without a cgroup (the sampler), the peak stands for it.
@@ -87,11 +92,14 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 //   - otherwise the model's costs, when it has any (slow start included);
 //   - otherwise a provisional reservation at batch.min.
 //
-// Only the memory costs and the batch cap change; GPU, threads and slots
-// stay as declared.
-func (l *learner) Estimate(t *queue.Task, kills int) governor.Estimate {
+// The GPU memory costs follow the same rules from the profile's GPU model
+// (gpuEstimate), counting the kills for GPU memory. Only the memory and
+// GPU memory costs and the batch cap change; threads and slots stay as
+// declared.
+func (l *learner) Estimate(t *queue.Task, kills queue.Kills) governor.Estimate {
 	m := l.book.Model(t.Profile)
-	e := l.estimate(t, kills, m)
+	e := l.estimate(t, kills.Memory, m)
+	e = l.gpuEstimate(e, t, kills.GPUMemory)
 	// The profile's batch duration, for the governor to weigh a share of
 	// memory against the batches' fixed time.
 	e.BatchTime, e.ItemTime = m.DurationFixed, m.DurationPerItem
@@ -148,6 +156,50 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 	prov = max(min(prov, free), min(minProvisional, grant))
 	e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = max(prov, 1), 0, 0
 	e.BatchMax = e.BatchMin
+	return e
+}
+
+// gpuEstimate revises the GPU memory costs of e as estimate revises its
+// memory costs, from the profile's GPU model: a task that reserves GPU
+// memory keeps its declaration until the model has Params.MinSamples
+// successful batches, then, learning, takes the model's costs (declared
+// mode: only when the declaration gives less); after a kill for GPU
+// memory, the model's costs, the kill bumped. A task that reserves no GPU
+// memory has none measured: it is left as it is.
+func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) governor.Estimate {
+	if e.FixedGPUMemory <= 0 && e.PerItemGPUMemory <= 0 {
+		return e
+	}
+	m := l.book.GPUModel(t.Profile)
+	p := l.book.Params()
+	c, ok := m.Costs(p)
+	if !ok {
+		return e
+	}
+	if small, ok := m.SmallCosts(p); ok {
+		// One batch size known: exact there, safe above it only.
+		if t.ItemsTotal-t.ItemsDone < m.MaxItems {
+			c = small
+		} else {
+			e.BatchMin = max(e.BatchMin, min(m.MaxItems, e.BatchMax))
+		}
+	}
+	// The Estimate has no GPU memory per thread: at the threads asked.
+	fixed := c.FixedBytes + c.PerThreadBytes*int64(max(e.Threads, 1))
+	if kills == 0 {
+		declared := e.FixedGPUMemory + e.PerItemGPUMemory*e.BatchMax
+		learned := fixed + c.PerItemBytes*e.BatchMax
+		switch {
+		case m.Samples < p.MinSamples:
+			return e
+		case t.Mode != v1alpha1.EstimateLearned && learned <= declared:
+			return e
+		}
+	}
+	e.FixedGPUMemory, e.PerItemGPUMemory = fixed, c.PerItemBytes
+	if c.BatchCap > 0 {
+		e.BatchMax = min(e.BatchMax, max(c.BatchCap, e.BatchMin))
+	}
 	return e
 }
 

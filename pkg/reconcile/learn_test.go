@@ -96,26 +96,26 @@ func finish(l *learner, t *queue.Task, items int64, peak, limit int64, killed bo
 func TestLearnerSlowStart(t *testing.T) {
 	l := newTestLearner(4096 * mi)
 	tk := learnTask(v1alpha1.EstimateLearned, 0, 0)
-	e := l.Estimate(tk, 0)
+	e := l.Estimate(tk, queue.Kills{})
 	if e.FixedMemory != 1024*mi || e.PerItemMemory != 0 || e.BatchMax != 1 {
 		t.Fatalf("provisional: %+v, want 1GiB at batch.min", e)
 	}
-	if e := newTestLearner(300*mi).Estimate(tk, 0); e.FixedMemory != 300*mi {
+	if e := newTestLearner(300*mi).Estimate(tk, queue.Kills{}); e.FixedMemory != 300*mi {
 		t.Fatalf("provisional with 300MiB free: %d MiB, want clamped to 300", e.FixedMemory/mi)
 	}
-	if e := newTestLearner(0).Estimate(tk, 0); e.FixedMemory != 64*mi {
+	if e := newTestLearner(0).Estimate(tk, queue.Kills{}); e.FixedMemory != 64*mi {
 		t.Fatalf("provisional with nothing free: %d MiB, want the 64MiB floor (never 0 B)", e.FixedMemory/mi)
 	}
 	// True costs 64Mi + 16Mi per item.
 	peak := func(n int64) int64 { return 64*mi + 16*mi*n }
 	finish(l, tk, 1, peak(1), 1024*mi, false)
-	e = l.Estimate(tk, 0)
+	e = l.Estimate(tk, queue.Kills{})
 	if e.BatchMax != 2 || e.FixedMemory+2*e.PerItemMemory < 2*peak(1) {
 		t.Fatalf("after one batch: %+v, want at most 2 items and no less than twice the first peak", e)
 	}
 	finish(l, tk, 2, peak(2), 200*mi, false)
 	finish(l, tk, 4, peak(4), 200*mi, false)
-	e = l.Estimate(tk, 0)
+	e = l.Estimate(tk, queue.Kills{})
 	if e.BatchMax != 16 {
 		t.Fatalf("firm: batch max %d, want 16 (4 × 4, capped by the task)", e.BatchMax)
 	}
@@ -133,11 +133,11 @@ func TestLearnerSlowStart(t *testing.T) {
 func TestLearnerDeclared(t *testing.T) {
 	l := newTestLearner(4096 * mi)
 	tk := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
-	if e := costsOf(l.Estimate(tk, 0)); e != tk.Estimate {
+	if e := costsOf(l.Estimate(tk, queue.Kills{})); e != tk.Estimate {
 		t.Fatalf("declared, no kill: %+v changed", e)
 	}
 	finish(l, tk, 16, 240*mi, 210*mi, true)
-	e := l.Estimate(tk, 1)
+	e := l.Estimate(tk, queue.Kills{Memory: 1})
 	if need := e.FixedMemory + e.PerItemMemory*min(16, e.BatchMax); need < (history.Params{}).Bump(240*mi) {
 		t.Fatalf("after a kill at 240MiB: %d MiB for a batch of %d", need/mi, e.BatchMax)
 	}
@@ -150,23 +150,23 @@ func TestLearnerDeclared(t *testing.T) {
 	}
 	other := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
 	other.Name = "other"
-	if e := l.Estimate(other, 0); e.FixedMemory+e.PerItemMemory*min(16, e.BatchMax) < 64*mi+16*mi*min(16, e.BatchMax) {
+	if e := l.Estimate(other, queue.Kills{}); e.FixedMemory+e.PerItemMemory*min(16, e.BatchMax) < 64*mi+16*mi*min(16, e.BatchMax) {
 		t.Fatalf("a second task declared too low, profile firm: %+v, below the measured need", e)
 	}
 	generous := learnTask(v1alpha1.EstimateDeclared, 500*mi, 30*mi)
-	if e := costsOf(l.Estimate(generous, 0)); e != generous.Estimate {
+	if e := costsOf(l.Estimate(generous, queue.Kills{})); e != generous.Estimate {
 		t.Fatalf("a generous declaration was changed: %+v", e)
 	}
 
 	l = newTestLearner(4096 * mi)
 	tk = learnTask(v1alpha1.EstimateLearned, 2*(64*mi), 2*(16*mi)) // declared twice the truth
-	if e := costsOf(l.Estimate(tk, 0)); e != tk.Estimate {
+	if e := costsOf(l.Estimate(tk, queue.Kills{})); e != tk.Estimate {
 		t.Fatalf("learned with declared costs, no history: %+v, want the declaration", e)
 	}
 	for _, n := range []int64{2, 5, 9, 16} {
 		finish(l, tk, n, 64*mi+16*mi*n, 0, false)
 	}
-	e = l.Estimate(tk, 0)
+	e = l.Estimate(tk, queue.Kills{})
 	if need := e.FixedMemory + 16*e.PerItemMemory; float64(need) > 1.25*float64(64*mi+16*16*mi) {
 		t.Fatalf("learned, firm: %d MiB for 16 items, want the model's (about %d MiB), not the declaration", need/mi, (64*mi+16*16*mi)/mi)
 	}
@@ -182,7 +182,7 @@ func BenchmarkLearnerEstimateDeclared(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = l.Estimate(tk, 0)
+		_ = l.Estimate(tk, queue.Kills{})
 	}
 }
 
@@ -238,7 +238,7 @@ func TestLearnerBatchPolicy(t *testing.T) {
 				PeakMemoryBytes: (300 + 60*n) * mi, Started: time.Unix(int64(i)*100, 0),
 				Ended: time.Unix(int64(i)*100, 0).Add(time.Duration(secs * float64(time.Second)))})
 		}
-		e := l.Estimate(tk, 0)
+		e := l.Estimate(tk, queue.Kills{})
 		if want := map[bool]int64{false: 64, true: 20}[efficient]; e.BatchMax != want {
 			t.Errorf("efficient %v: batch max %d, want %d", efficient, e.BatchMax, want)
 		}
@@ -267,7 +267,7 @@ func TestLearnerPricesItemsByTheirInput(t *testing.T) {
 	}
 	small, large := learnTask(v1alpha1.EstimateLearned, 0, 0), learnTask(v1alpha1.EstimateLearned, 0, 0)
 	small.InputBytesPerItem, large.InputBytesPerItem = 2*float64(mi), 30*float64(mi)
-	es, el := l.Estimate(small, 0), l.Estimate(large, 0)
+	es, el := l.Estimate(small, queue.Kills{}), l.Estimate(large, queue.Kills{})
 	if es.PerItemMemory >= el.PerItemMemory {
 		t.Fatalf("per item: 2 MiB files %d MiB, 30 MiB files %d MiB", es.PerItemMemory/mi, el.PerItemMemory/mi)
 	}
@@ -315,4 +315,70 @@ func TestADamagedHistoryIsMovedAside(t *testing.T) {
 func costsOf(e governor.Estimate) governor.Estimate {
 	e.BatchTime, e.ItemTime = 0, 0
 	return e
+}
+
+// finishGPU records a batch with a GPU memory contract of gpuLimit: its
+// memory fine, its GPU peak gpuPeak (killed: stopped for GPU memory).
+func finishGPU(l *learner, t *queue.Task, items, gpuPeak, gpuLimit int64, killed bool) {
+	res := queue.BatchResult{PeakMemoryBytes: 32 * mi, PeakGPUMemoryBytes: gpuPeak, GPUMemoryMeasured: true,
+		Started: time.Unix(0, 0), Ended: time.Unix(1, 0)}
+	if killed {
+		res.ExitCode, res.Reason = -1, v1alpha1.ReasonGPUMemoryExceeded
+	}
+	l.Observe(t, queue.Batch{Size: items, Contract: governor.Contract{Threads: 1, MemoryBytes: 64 * mi, GPUMemoryBytes: gpuLimit, GPUID: "nvidia:0"}}, res)
+}
+
+// GPU memory is learned beside memory: a batch killed for GPU memory is
+// retried with more GPU memory than the kill measured, its memory costs
+// untouched; once the profile's batches are firm, a learning task takes
+// the fitted GPU costs, a declared one only when it declared less; a
+// batch whose GPU memory no reading measured teaches nothing.
+func TestLearnerGPUMemory(t *testing.T) {
+	l := newTestLearner(4096 * mi)
+	tk := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	tk.Estimate.FixedGPUMemory, tk.Estimate.PerItemGPUMemory, tk.Estimate.GPUSlots = 512*mi, 64*mi, 1
+	if e := costsOf(l.Estimate(tk, queue.Kills{})); e != tk.Estimate {
+		t.Fatalf("declared, no kill: %+v changed", e)
+	}
+	// Declared 512Mi + 64Mi × 16 = 1.5Gi; the batch used 2Gi.
+	finishGPU(l, tk, 16, 2048*mi, 1536*mi, true)
+	e := l.Estimate(tk, queue.Kills{GPUMemory: 1})
+	if need := e.FixedGPUMemory + e.PerItemGPUMemory*min(16, e.BatchMax); need < (history.Params{}).Bump(2048*mi) {
+		t.Fatalf("after a GPU memory kill at 2GiB: %d MiB for a batch of %d, want at least the bumped 2GiB", need/mi, e.BatchMax)
+	}
+	if e.FixedMemory != tk.Estimate.FixedMemory || e.PerItemMemory != tk.Estimate.PerItemMemory {
+		t.Errorf("a GPU memory kill changed the memory costs: %+v", e)
+	}
+
+	// True GPU costs 1Gi + 64Mi per item, learned from batches of 2, 5, 9
+	// and 16 items; a reading that never succeeded is left out.
+	l = newTestLearner(4096 * mi)
+	lt := learnTask(v1alpha1.EstimateLearned, 50*mi, 10*mi)
+	lt.Estimate.FixedGPUMemory, lt.Estimate.PerItemGPUMemory, lt.Estimate.GPUSlots = 4096*mi, 256*mi, 1
+	gpu := func(n int64) int64 { return 1024*mi + 64*mi*n }
+	for _, n := range []int64{2, 5, 9, 16} {
+		finishGPU(l, lt, n, gpu(n), 8192*mi, false)
+	}
+	l.Observe(lt, queue.Batch{Size: 3, Contract: governor.Contract{Threads: 1, MemoryBytes: 64 * mi, GPUMemoryBytes: 8192 * mi}},
+		queue.BatchResult{PeakMemoryBytes: 32 * mi, Started: time.Unix(0, 0), Ended: time.Unix(1, 0)})
+	if m := l.book.GPUModel(lt.Profile); m.Samples != 4 {
+		t.Fatalf("GPU model of %d samples, want 4 (the unmeasured batch left out)", m.Samples)
+	}
+	e = l.Estimate(lt, queue.Kills{})
+	for _, n := range []int64{4, 16} {
+		need := e.FixedGPUMemory + e.PerItemGPUMemory*n
+		if need < gpu(n) || float64(need) > 1.25*float64(gpu(n)) {
+			t.Errorf("learned GPU need(%d) %d MiB, true %d MiB: want within +25%%", n, need/mi, gpu(n)/mi)
+		}
+	}
+	generous := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	generous.Estimate.FixedGPUMemory, generous.Estimate.PerItemGPUMemory, generous.Estimate.GPUSlots = 4096*mi, 256*mi, 1
+	if e := costsOf(l.Estimate(generous, queue.Kills{})); e != generous.Estimate {
+		t.Errorf("a generous GPU declaration was changed: %+v", e)
+	}
+	low := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	low.Estimate.FixedGPUMemory, low.Estimate.GPUSlots = 256*mi, 1
+	if e := l.Estimate(low, queue.Kills{}); e.FixedGPUMemory+e.PerItemGPUMemory*16 < gpu(16) {
+		t.Errorf("a GPU declaration below the measured need was kept: %+v", e)
+	}
 }

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -171,10 +172,12 @@ type projection struct {
 
 // estimateAdvice says, for a batch killed for memory, by how much its
 // reservation was low and what to declare (estimateLowMessage), and
-// after a batch that succeeded, the suggestion alone (suggestion).
+// after a batch that succeeded, the suggestion alone (suggestion); the
+// same for GPU memory (gpuSuggestion).
 type estimateAdvice interface {
 	estimateLowMessage(b *queue.Batch, r *queue.BatchResult) string
 	suggestion(size, used int64) string
+	gpuSuggestion(size, used int64) string
 }
 
 // pausedTime keeps the paused time of the batch in flight lb (nil: none)
@@ -285,14 +288,25 @@ func projectEvent(st *v1alpha1.TaskStatus, ev queue.Event, strict bool, advice e
 		if r.PeakWorkingSetBytes > 0 {
 			lb.WorkingSet = resource.NewQuantity(r.PeakWorkingSetBytes, resource.BinarySI)
 		}
+		if r.GPUMemoryMeasured {
+			lb.PeakGPUMemory = resource.NewQuantity(r.PeakGPUMemoryBytes, resource.BinarySI)
+		}
 		st.LastBatch = lb
 		st.ProcessGroup = nil
 		if r.Reason == v1alpha1.ReasonMemoryExceeded && !strict {
 			setCond(v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, v1alpha1.ReasonMemoryExceeded, advice.estimateLowMessage(b, r))
+		} else if r.Reason == v1alpha1.ReasonGPUMemoryExceeded && !strict {
+			setCond(v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, v1alpha1.ReasonGPUMemoryExceeded,
+				fmt.Sprintf("batch %d of %d items: %s; retried under the measured need", b.Index, b.Size, r.Message)+
+					advice.gpuSuggestion(b.Size, r.PeakGPUMemoryBytes))
 		} else if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionEstimateLow); cond != nil && r.ExitCode == 0 && r.Reason == "" {
 			// A batch succeeded since: the suggestion is the model's now.
 			base, _, _ := strings.Cut(cond.Message, suggestionSep)
-			setCond(v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, cond.Reason, base+advice.suggestion(b.Size, 0))
+			suggest := advice.suggestion
+			if cond.Reason == v1alpha1.ReasonGPUMemoryExceeded {
+				suggest = advice.gpuSuggestion
+			}
+			setCond(v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, cond.Reason, base+suggest(b.Size, 0))
 		}
 		st.Progress.ItemsDone, st.Progress.BatchesDone = ev.ItemsDone, ev.BatchesDone
 		// The end of a batch is a commit point: written at once, so that

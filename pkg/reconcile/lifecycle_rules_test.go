@@ -143,6 +143,7 @@ type noAdvice struct{}
 
 func (noAdvice) estimateLowMessage(*queue.Batch, *queue.BatchResult) string { return "low" }
 func (noAdvice) suggestion(int64, int64) string                             { return "; suggested: more" }
+func (noAdvice) gpuSuggestion(int64, int64) string                          { return "; suggested: more GPU memory" }
 
 // TestProjectEventSetsWhatEachEventSays: every kind of queue event, onto
 // a status, with the phase it names and how soon it must be written.

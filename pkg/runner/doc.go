@@ -90,6 +90,18 @@
 //     child in its own process group). The reported peak is the highest sampled sum
 //     (the leader's ru_maxrss is not used: a forked child starts with its
 //     parent's, so it would report the controller's own size);
+//   - the GPU memory watch (Spec.GPUMemory, GPUID and GPUMemoryLimit set):
+//     at every sample, when the GPUMemoryReader has a newer measurement,
+//     the GPU memory of the batch's processes at that sample (its cgroup's
+//     members, else its group's and those found outside it) is summed;
+//     the highest sum is Result.PeakGPUMemoryBytes, and a sum above
+//     GPUMemoryLimit×(1+tolerance) kills the whole batch with
+//     ReasonGPUMemoryExceeded. The reader's measurement is as old as its
+//     own period (the probe's nvidia-smi, 2 s): an allocation made and
+//     freed in between is not seen. A reading that fails (the GPU gone,
+//     its memory unreadable) holds the batch to nothing, never to a
+//     guess, and the log says so once per change. An NVIDIA GPUID is the
+//     only device the batch sees (CUDA_VISIBLE_DEVICES in PCI order);
 //   - the timeout (paused time excluded) and Cancel: SIGTERM and SIGCONT to
 //     every process of the cgroup and the group (a frozen cgroup is thawed
 //     first), SIGKILL after KillGrace;

@@ -86,6 +86,7 @@ func buildEnv(base []string, s Spec, itemsFile string) (env []string, argv []str
 	if s.ScratchDir != "" {
 		e.set("LARDON3D_SCRATCH_DIR", s.ScratchDir)
 	}
+	setGPUEnv(e, s.GPUID)
 	threads := strconv.Itoa(s.Threads)
 	for _, n := range threadVars {
 		e.set(n, threads)

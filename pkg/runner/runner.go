@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -434,6 +435,7 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 		b.esc.signal(unix.SIGCONT)
 		graceC = time.After(s.KillGrace)
 	}
+	vram := newVRAMWatch(s)
 	var leavers *leaverWatch
 	if b.cg != nil {
 		leavers = newLeaverWatch(procfs.DefaultMountPoint, b.cmd.Process.Pid, b.group.StartTicks)
@@ -448,6 +450,17 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 				b.logf("=== batch %d: pid %v left its cgroup: killed, and the batch ===", s.BatchIndex, left)
 				killAll()
 				leavers = nil
+			}
+		}
+		if vram != nil && !memKilled {
+			used, note := vram.check(m.pids())
+			if note != "" {
+				b.logf("=== batch %d: %s ===", s.BatchIndex, note)
+			}
+			if used > 0 {
+				memKilled = true
+				setReason(ReasonGPUMemoryExceeded, gpuExceededMessage(s, used))
+				killAll()
 			}
 		}
 		switch {
@@ -583,6 +596,7 @@ loop:
 	}
 	res.PeakMemoryBytes, res.PeakWorkingSetBytes = m.peak, m.peakWorkingSet
 	res.OOMKills, res.CPUTime, res.Enforcement = m.oomKills, m.cpu, "sampler"
+	res.PeakGPUMemoryBytes, res.GPUMemoryMeasured = vram.peakBytes()
 	if b.cg != nil {
 		res.Enforcement = fmt.Sprintf("cgroup v%d %s", b.cg.Ref().Version, b.cg.Dir())
 	}
@@ -602,6 +616,9 @@ loop:
 	peakText := "peak memory " + governor.FormatBytes(m.peak)
 	if b.cg != nil {
 		peakText += ", working set " + governor.FormatBytes(m.peakWorkingSet)
+	}
+	if res.GPUMemoryMeasured {
+		peakText += ", GPU memory " + governor.FormatBytes(res.PeakGPUMemoryBytes)
 	}
 	b.logf("=== batch %d ended: %s after %v, %s ===", s.BatchIndex, end,
 		ended.Sub(b.started).Round(time.Millisecond), peakText)
@@ -730,6 +747,15 @@ func (m *meter) sample() int {
 	}
 	m.members = live
 	return len(live)
+}
+
+// pids are the batch's processes at the last sample: its cgroup's
+// members, else those of its process group and the processes that left it.
+func (m *meter) pids() []int {
+	if m.b.cg != nil {
+		return m.members
+	}
+	return slices.Collect(maps.Keys(m.sampler.members))
 }
 
 // live returns the number of live processes, -1 when they cannot be

@@ -29,6 +29,10 @@ const (
 	ReasonMemoryExceeded = v1alpha1.ReasonMemoryExceeded
 	// ReasonBatchTimeout: the batch ran longer than Spec.Timeout.
 	ReasonBatchTimeout = v1alpha1.ReasonBatchTimeout
+	// ReasonGPUMemoryExceeded: the batch's processes were measured using
+	// more memory on its GPU than the contract plus the tolerance; the
+	// whole batch was killed.
+	ReasonGPUMemoryExceeded = v1alpha1.ReasonGPUMemoryExceeded
 	// ReasonCancelled: Cancel was called or the context of Start ended.
 	ReasonCancelled = "Cancelled"
 )
@@ -133,6 +137,18 @@ type Spec struct {
 	ScratchBytes int64
 	// GPUSlots are the GPU slots granted (a Pod's nvidia.com/gpu).
 	GPUSlots int
+	// GPUID is the GPU the contract reserved GPU memory on ("nvidia:0";
+	// "" for none): an NVIDIA one is the only device the batch sees
+	// (CUDA_VISIBLE_DEVICES, with CUDA_DEVICE_ORDER=PCI_BUS_ID).
+	GPUID string
+	// GPUMemoryLimit is the contract's GPU memory on GPUID in bytes (0:
+	// none). With GPUMemory set, the batch is stopped with
+	// ReasonGPUMemoryExceeded when its processes use more than this plus
+	// MemoryTolerance.
+	GPUMemoryLimit int64
+	// GPUMemory, when set, measures the batch's GPU memory at each sample
+	// (as fresh as the reader's own measurement).
+	GPUMemory GPUMemoryReader
 	// Timeout kills a batch that has been running (paused time excluded)
 	// longer than this; 0 means none.
 	Timeout time.Duration
@@ -203,7 +219,7 @@ type Result struct {
 	// ExitCode of the leader; -1 when it was killed by a signal.
 	ExitCode int
 	// Reason is "" for a plain exit, else ReasonMemoryExceeded,
-	// ReasonBatchTimeout or ReasonCancelled.
+	// ReasonGPUMemoryExceeded, ReasonBatchTimeout or ReasonCancelled.
 	Reason string
 	// Message explains the end with numbers.
 	Message string
@@ -219,6 +235,11 @@ type Result struct {
 	PeakWorkingSetBytes int64
 	// OOMKills counts the batch's processes the kernel killed at its limit.
 	OOMKills int64
+	// PeakGPUMemoryBytes is the highest GPU memory the batch's processes
+	// were measured using on Spec.GPUID, valid when GPUMemoryMeasured (a
+	// GPU memory contract, and a reading that succeeded).
+	PeakGPUMemoryBytes int64
+	GPUMemoryMeasured  bool
 	// CPUTime is the CPU time the batch's processes used: its cgroup's
 	// (v2), else the leader's and that of the descendants it waited for
 	// (rusage; a process that left the batch, killed at its end, is not

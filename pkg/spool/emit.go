@@ -220,6 +220,7 @@ func (e *emitter) status(st *v1alpha1.TaskStatus) {
 		}
 		e.intOmit("pausedSeconds", b.PausedSeconds)
 		e.timeOmit("pausedSince", b.PausedSince)
+		e.quantityOmit("peakGPUMemory", b.PeakGPUMemory)
 		e.quantityOmit("peakMemory", b.PeakMemory)
 		e.strOmit("reason", b.Reason)
 		e.int("size", b.Size)

@@ -440,6 +440,11 @@ type BatchRecord struct {
 	// memory minus the page cache the kernel can reclaim (what a file the
 	// batch only read costs does not count).
 	WorkingSet *resource.Quantity `json:"workingSet,omitempty"`
+	// PeakGPUMemory is the highest GPU memory the batch's processes were
+	// seen using on the GPU it reserved memory on (sampled every few
+	// seconds: see the README's "GPU memory"); nil when it reserved none
+	// or none could be read.
+	PeakGPUMemory *resource.Quantity `json:"peakGPUMemory,omitempty"`
 	// Attempt is the attempt number for this batch, from 1.
 	Attempt int32 `json:"attempt,omitempty"`
 	// ItemsReported is, while the batch runs, how many of its items the
@@ -499,14 +504,17 @@ const (
 	ReasonDependencyCycle        = "DependencyCycle"
 	ReasonDependencyMissing      = "DependencyMissing"
 	ReasonMemoryExceeded         = "MemoryExceeded"
-	ReasonBatchTimeout           = "BatchTimeout"
-	ReasonCommandNotFound        = "CommandNotFound"
-	ReasonExitCode               = "NonZeroExit"
-	ReasonCompleted              = "Completed"
-	ReasonAdmitted               = "Admitted"
-	ReasonSpecChangePending      = "SpecChangePending"
-	ReasonDependencyRerun        = "DependencyRerun"
-	ReasonPaused                 = "Paused"
+	// ReasonGPUMemoryExceeded: the batch's processes used more GPU memory
+	// than its contract plus the tolerance; the batch was killed.
+	ReasonGPUMemoryExceeded = "GPUMemoryExceeded"
+	ReasonBatchTimeout      = "BatchTimeout"
+	ReasonCommandNotFound   = "CommandNotFound"
+	ReasonExitCode          = "NonZeroExit"
+	ReasonCompleted         = "Completed"
+	ReasonAdmitted          = "Admitted"
+	ReasonSpecChangePending = "SpecChangePending"
+	ReasonDependencyRerun   = "DependencyRerun"
+	ReasonPaused            = "Paused"
 	// ReasonAllDone is DependenciesReady=True's: every dependency is Done.
 	ReasonAllDone = "AllDone"
 )

@@ -49,6 +49,11 @@ func (in *BatchRecord) DeepCopyInto(out *BatchRecord) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
+	if in.PeakGPUMemory != nil {
+		in, out := &in.PeakGPUMemory, &out.PeakGPUMemory
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.ItemsReported != nil {
 		in, out := &in.ItemsReported, &out.ItemsReported
 		*out = new(int64)
