@@ -187,8 +187,10 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 	// The Estimate has no GPU memory per thread: at the threads asked.
 	fixed := c.FixedBytes + c.PerThreadBytes*int64(max(e.Threads, 1))
 	if kills == 0 {
-		declared := e.FixedGPUMemory + e.PerItemGPUMemory*e.BatchMax
-		learned := fixed + c.PerItemBytes*e.BatchMax
+		// Compared at the largest batch the task can still run.
+		n := max(min(e.BatchMax, t.ItemsTotal-t.ItemsDone), 1)
+		declared := e.FixedGPUMemory + e.PerItemGPUMemory*n
+		learned := fixed + c.PerItemBytes*n
 		switch {
 		case m.Samples < p.MinSamples:
 			return e
