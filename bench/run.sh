@@ -7,7 +7,7 @@
 #                     [--fast] [--out DIR] [--no-install] [--slurm]
 #
 # Cases: micro, reaction, throughput, idle, flood, crash, packing-A, packing-B,
-# packing-D, packing-E ("packing" means the four). --scale 0.05 shrinks counts and CPU so the whole run is a
+# packing-C, packing-D, packing-E ("packing" means the five). --scale 0.05 shrinks counts and CPU so the whole run is a
 # one-minute smoke test; --mem-scale shrinks the memory figures and the 8 GiB
 # budget alike (smoke tests on a shared machine). --fast leaves out the two
 # peers of workload A that run whole tasks one at a time (about 300 s each).
@@ -24,7 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
 SCALE=1 MEM_SCALE="" ONLY="" FAST=0 INSTALL=1 SLURM=0
 OUT=$BENCH/out
-ALL_CASES="micro reaction throughput idle flood crash packing-A packing-B packing-D packing-E"
+ALL_CASES="micro reaction throughput idle flood crash packing-A packing-B packing-C packing-D packing-E"
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
@@ -49,9 +49,10 @@ fi
 cases=""
 for c in ${ONLY//,/ }; do
 	case $c in
-	packing) cases="$cases packing-A packing-B packing-D packing-E" ;;
+	packing) cases="$cases packing-A packing-B packing-C packing-D packing-E" ;;
 	packing-a) cases="$cases packing-A" ;;
 	packing-b) cases="$cases packing-B" ;;
+	packing-c) cases="$cases packing-C" ;;
 	packing-d) cases="$cases packing-D" ;;
 	packing-e) cases="$cases packing-E" ;;
 	*) cases="$cases $c" ;;
@@ -328,14 +329,20 @@ packing() {
 			env BENCH_DONE_LOG="$dir/done-$tag.log" "$@" >"$OUT/logs/packing-$w-$tag.log" 2>&1 || true
 		tail -n 1 "$OUT/logs/packing-$w-$tag.log"
 	}
-	if [ "$FAST" = 0 ] || [ "$w" != A ]; then
+	# Workload C is A growing item by item: A's whole-task serial peers
+	# (about 300 s each) would say nothing new about it.
+	local serial=1
+	if [ "$w" = C ] || { [ "$FAST" = 1 ] && [ "$w" = A ]; }; then
+		serial=0
+	fi
+	if [ "$serial" = 1 ]; then
 		peer "tsp -S $SLOTS_WHOLE, whole tasks" whole tsp-whole -- bash "$BENCH/peers.sh" tsp "$SLOTS_WHOLE" "$dir/jobs-whole.txt"
 	fi
 	peer "tsp -S $NPROC, split in 2 by hand" split tsp-split2 -- bash "$BENCH/peers.sh" tsp "$NPROC" "$dir/jobs-split2.txt"
 	peer "parallel -j $NPROC, split in 2 by hand" split parallel-split2 -- bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-split2.txt"
 	peer "parallel --memfree $((memfree / 1048576))M --retries 3, whole (host /proc/meminfo)" memfree parallel-memfree-host -- \
 		bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-whole.txt" "$memfree"
-	if [ "$FAST" = 0 ] || [ "$w" != A ]; then
+	if [ "$serial" = 1 ]; then
 		peer "parallel --memfree $((memfree / 1048576))M --retries 3, whole (cgroup view of meminfo)" memfree parallel-memfree-cg -- \
 			env PATH="$SHIM:$PATH" bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-whole.txt" "$memfree"
 	fi
@@ -390,13 +397,14 @@ learned() {
 if want packing-D; then learned D; fi
 if want packing-E; then learned E; fi
 
-if want packing-A || want packing-B; then
+if want packing-A || want packing-B || want packing-C; then
 	SHIM=$OUT/shim
 	mkdir -p "$SHIM"
 	cp "$BENCH/shim/awk" "$SHIM/awk"
 	cp "$CG_STATE.env" "$SHIM/cgroup.env"
 	want packing-A && packing A
 	want packing-B && packing B
+	want packing-C && packing C
 	[ "$FAST" = 1 ] && NOTES+=("--fast: workload A's whole-task serial peers (tsp -S 1 whole, parallel --memfree with the cgroup view) were not run, and peers were stopped at 1.5× the controller's makespan")
 fi
 

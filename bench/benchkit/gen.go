@@ -21,7 +21,7 @@ func numCPU() int { return runtime.NumCPU() }
 // and workload.env (figures run.sh needs).
 func gen(args []string) error {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
-	name := fs.String("workload", "A", "A, B, D or E")
+	name := fs.String("workload", "A", "A, B, C, D or E")
 	scale := fs.Float64("scale", 1, "task count and CPU scale")
 	memScale := fs.Float64("mem-scale", 1, "memory scale")
 	synth := fs.String("synth", "", "synthetic step binary")
@@ -42,6 +42,8 @@ func gen(args []string) error {
 		tasks = workload.A(p)
 	case "B":
 		tasks = workload.B(p)
+	case "C":
+		tasks = workload.C(p)
 	case "D":
 		tasks = workload.D(p)
 	case "E":

@@ -26,6 +26,9 @@ type config struct {
 	Record                    string
 	// Progress prints a LARDON3D_PROGRESS line after each item's CPU.
 	Progress bool
+	// Grow maps each item's memory as its turn comes, before its CPU: the
+	// batch's memory grows item by item instead of all up front.
+	Grow bool
 }
 
 // batch is the batch environment set by the controller.
@@ -94,6 +97,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.Hold, "hold", 0, "keep the memory resident this long after burning")
 	fs.StringVar(&c.Record, "record", "", "append TASK<TAB>ITEM per item started to this file")
 	fs.BoolVar(&c.Progress, "progress", false, "burn the CPU item by item and print \"LARDON3D_PROGRESS n\" after each")
+	fs.BoolVar(&c.Grow, "grow", false, "map each item's memory when its turn comes (item by item), not all up front")
 
 	// Environment first, so that flags on the command line win.
 	var envErr error

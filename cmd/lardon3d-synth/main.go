@@ -41,7 +41,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if b.MemoryLimit > 0 && total > b.MemoryLimit {
 		fmt.Fprintf(stderr, "synth: warning: allocating %d bytes, beyond LARDON3D_MEMORY_LIMIT=%d\n", total, b.MemoryLimit)
 	}
-	mem, err := allocate(total)
+	upFront := total
+	if c.Grow {
+		upFront -= c.PerItem * b.Size // memoryBytes proved the product fits
+	}
+	mem, err := allocate(upFront)
 	if err != nil {
 		fmt.Fprintf(stderr, "synth: %v\n", err)
 		return 1
@@ -54,15 +58,26 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 
 	var cpu time.Duration
-	if c.Progress {
+	var grown [][]byte
+	if c.Progress || c.Grow {
 		for i := range b.Size {
+			if c.Grow {
+				m, err := allocate(c.PerItem)
+				if err != nil {
+					fmt.Fprintf(stderr, "synth: %v\n", err)
+					return 1
+				}
+				grown = append(grown, m)
+			}
 			d, err := burn(c.CPUPerItem, b.Threads)
 			if err != nil {
 				fmt.Fprintf(stderr, "synth: %v\n", err)
 				return 1
 			}
 			cpu += d
-			fmt.Fprintf(stdout, "LARDON3D_PROGRESS %d/%d\n", i+1, b.Size)
+			if c.Progress {
+				fmt.Fprintf(stdout, "LARDON3D_PROGRESS %d/%d\n", i+1, b.Size)
+			}
 		}
 	} else {
 		cpu, err = burn(time.Duration(b.Size)*c.CPUPerItem, b.Threads)
@@ -78,6 +93,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "synth: batch of %d items, %d MiB resident, %.2f CPU-s on %d threads\n",
 		b.Size, rss>>20, cpu.Seconds(), b.Threads)
 	runtime.KeepAlive(mem)
+	runtime.KeepAlive(grown)
 
 	switch {
 	case c.FailOnItem != "":

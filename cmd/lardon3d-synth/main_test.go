@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"os"
@@ -170,5 +171,48 @@ func TestSynthReportsProgress(t *testing.T) {
 	}
 	if r.cpu < 60*time.Millisecond {
 		t.Errorf("burned %v of CPU, want at least 60ms", r.cpu)
+	}
+}
+
+// TestSynthGrows: with --grow, each item's memory is mapped when its turn
+// comes: the resident set after the first item holds fixed + one item,
+// after the last fixed + every item.
+func TestSynthGrows(t *testing.T) {
+	cmd := exec.Command(synthBin, "--fixed", "16Mi", "--per-item", "32Mi", "--cpu-per-item", "200ms", "--grow", "--progress")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LARDON3D_BATCH_SIZE=4", "LARDON3D_THREADS=1", "LARDON3D_SYNTH_HOLD=300ms"}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Wait() }()
+	rss := func() int64 {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("no VmRSS in %s", b)
+		}
+		kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		return kb << 10
+	}
+	var after []int64
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "LARDON3D_PROGRESS ") {
+			after = append(after, rss()) // the next item's memory comes after this line
+		}
+	}
+	if len(after) != 4 {
+		t.Fatalf("%d progress lines, want 4", len(after))
+	}
+	// Read after the line, the next item may be mapped already (its CPU,
+	// 200 ms, not): after the first, fixed and one or two items.
+	if after[0] < 48<<20 || after[0] >= 96<<20 || after[3] < 144<<20 || after[3] >= 176<<20 {
+		t.Errorf("resident after items 1..4: %d MiB, want [48, 96) first and [144, 176) last", []int64{after[0] >> 20, after[1] >> 20, after[2] >> 20, after[3] >> 20})
 	}
 }

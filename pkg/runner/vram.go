@@ -36,9 +36,11 @@ type vramWatch struct {
 }
 
 // newVRAMWatch returns the watch of a batch, nil when it has no GPU memory
-// contract or nothing measures it.
+// contract or nothing measures it: the memory of each process is measured
+// on NVIDIA GPUs only (nvidia-smi), not on a GPU the configuration
+// declared or an AMD one.
 func newVRAMWatch(s Spec) *vramWatch {
-	if s.GPUMemory == nil || s.GPUID == "" || s.GPUMemoryLimit <= 0 {
+	if _, nvidia := nvidiaIndex(s.GPUID); s.GPUMemory == nil || !nvidia || s.GPUMemoryLimit <= 0 {
 		return nil
 	}
 	return &vramWatch{src: s.GPUMemory, gpu: s.GPUID, ceiling: int64(float64(s.GPUMemoryLimit) * (1 + s.MemoryTolerance))}

@@ -165,3 +165,24 @@ func TestGPUVisibleDevices(t *testing.T) {
 		}
 	}
 }
+
+// Only an NVIDIA GPU's memory is measured per process: a GPU the
+// configuration declared, or an AMD one, holds no batch to a reading that
+// cannot come (and fills no log with it); nor does a batch without a GPU
+// memory contract.
+func TestVRAMWatchOnlyOnNVIDIA(t *testing.T) {
+	f := newFakeVRAM()
+	for _, s := range []Spec{
+		{GPUID: "config", GPUMemoryLimit: 1 << 30, GPUMemory: f},
+		{GPUID: "amdgpu:card0", GPUMemoryLimit: 1 << 30, GPUMemory: f},
+		{GPUID: "nvidia:0", GPUMemory: f},
+		{GPUID: "nvidia:0", GPUMemoryLimit: 1 << 30},
+	} {
+		if w := newVRAMWatch(s); w != nil {
+			t.Errorf("GPU %q limit %d reader %v: a watch", s.GPUID, s.GPUMemoryLimit, s.GPUMemory != nil)
+		}
+	}
+	if newVRAMWatch(Spec{GPUID: "nvidia:3", GPUMemoryLimit: 1 << 30, GPUMemory: f}) == nil {
+		t.Error("nvidia:3 with a contract and a reader: no watch")
+	}
+}

@@ -24,6 +24,7 @@ const (
 	CaseCrash      = "crash"
 	CasePackingA   = "packing-A"
 	CasePackingB   = "packing-B"
+	CasePackingC   = "packing-C"
 	CasePackingD   = "packing-D"
 	CasePackingE   = "packing-E"
 )

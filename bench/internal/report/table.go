@@ -68,6 +68,7 @@ func Build(recs []Record) []Row {
 	rows = append(rows, crashRows(by[CaseCrash])...)
 	rows = append(rows, packingRows(CasePackingA, by[CasePackingA])...)
 	rows = append(rows, packingRows(CasePackingB, by[CasePackingB])...)
+	rows = append(rows, packingRows(CasePackingC, by[CasePackingC])...)
 	rows = append(rows, packingRows(CasePackingD, by[CasePackingD])...)
 	rows = append(rows, packingRows(CasePackingE, by[CasePackingE])...)
 	return rows
@@ -356,7 +357,7 @@ func packingTargets(c string, ctl Record, peers []Record, lb LowerBound) (string
 		probs = append(probs, fmt.Sprintf("%.0f OOM kills", k))
 	}
 	budget := lb.BudgetGiB * (1 << 30)
-	if c == CasePackingA {
+	if c == CasePackingA || c == CasePackingC {
 		if p := ctl.F["peak_rss"]; budget > 0 && p > budget {
 			probs = append(probs, fmt.Sprintf("peak %.2f GiB above the %.1f GiB budget", p/(1<<30), lb.BudgetGiB))
 		}

@@ -31,6 +31,9 @@ type Task struct {
 	// Declared is the share of the real memory costs the manifest states:
 	// 1 exact, 0.7 under-declared, 0 none (the controller learns them).
 	Declared float64
+	// Grow maps each item's memory when its turn comes (lardon3d-synth
+	// --grow): the batch's memory grows item by item to the same peak.
+	Grow bool
 }
 
 // Memory is the memory a batch of n items needs.
@@ -92,6 +95,18 @@ func A(p Params) []Task {
 			CPUPerItem: p.cpu(200 * time.Millisecond),
 			Declared:   1,
 		}
+	}
+	return out
+}
+
+// C is workload C: workload A whose memory grows item by item (the
+// fixed cost up front, each item's when its turn comes), to the same
+// peak.
+func C(p Params) []Task {
+	out := A(p)
+	for i := range out {
+		out[i].Name = fmt.Sprintf("c-%02d", i)
+		out[i].Grow = true
 	}
 	return out
 }
@@ -222,12 +237,16 @@ func Quantity(b int64) string {
 
 // SynthArgs is the synthetic step's command line for t.
 func SynthArgs(synth string, t Task) []string {
-	return []string{synth,
+	args := []string{synth,
 		"--fixed", Quantity(t.Fixed),
 		"--per-item", Quantity(t.PerItem),
 		"--per-thread", "0",
 		"--cpu-per-item", t.CPUPerItem.String(),
 	}
+	if t.Grow {
+		args = append(args, "--grow")
+	}
+	return args
 }
 
 // Manifest renders t as a Task manifest the controller runs as written:

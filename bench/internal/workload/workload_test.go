@@ -159,3 +159,25 @@ func TestWorkloadsDAndE(t *testing.T) {
 		t.Fatalf("exact D per item %d", got)
 	}
 }
+
+// Workload C is A whose memory grows item by item: the same costs
+// declared, the synthetic step and the hand-split jobs told to grow.
+func TestWorkloadC(t *testing.T) {
+	a, c := A(full), C(full)
+	if len(c) != len(a) || c[0].Name != "c-00" || !c[0].Grow || c[0].Fixed != a[0].Fixed || c[0].PerItem != a[0].PerItem || c[0].Declared != 1 {
+		t.Fatalf("C %+v", c[0])
+	}
+	if a[0].Grow || strings.Contains(JobLine("/w", "/s", Split(a[0], 2)[0]), "--grow") {
+		t.Fatalf("A grows")
+	}
+	if !strings.HasSuffix(JobLine("/w", "/s", Split(c[0], 2)[0]), " --grow") {
+		t.Fatalf("C's job line %q", JobLine("/w", "/s", Split(c[0], 2)[0]))
+	}
+	var task v1alpha1.Task
+	if err := yaml.UnmarshalStrict([]byte(Manifest("/bin/synth", c[0], 1)), &task); err != nil {
+		t.Fatal(err)
+	}
+	if task.Spec.Command[len(task.Spec.Command)-1] != "--grow" || task.Spec.Resources.PerItem.Memory.Value() != 60*MiB {
+		t.Fatalf("C's manifest: %v %+v", task.Spec.Command, task.Spec.Resources)
+	}
+}
