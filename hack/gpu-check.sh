@@ -29,13 +29,17 @@ say "the driver's view"
 smi --query-gpu=index,uuid,name,memory.total,memory.used,memory.free,utilization.gpu --format=csv
 smi --query-compute-apps=gpu_uuid,pid,used_gpu_memory --format=csv
 
-say "the allocator alone, 1024 MiB: what the driver attributes to its pid"
-"$alloc" 1024 6 &
-apid=$!
-sleep 4
-echo "allocator pid $apid"
+say "the allocator alone, 1024 MiB for 5 s: what the driver attributes to its pid"
+timeout 60 "$alloc" 1024 5 >"$work/alloc.out" &
+tpid=$!
+for _ in $(seq 150); do # up to 30 s for the CUDA context and the allocation
+	grep -q allocated "$work/alloc.out" || ! kill -0 "$tpid" 2>/dev/null && break
+	sleep 0.2
+done
+cat "$work/alloc.out"
+echo "allocator pid $(pgrep -P "$tpid" || echo "? (timeout's $tpid)")"
 smi --query-compute-apps=gpu_uuid,pid,used_gpu_memory --format=csv
-wait "$apid"
+wait "$tpid" || echo "allocator FAILED: exit $?"
 
 say "the probe's view (budgets)"
 timeout 30 "$bin" budgets --spool "$spool"
@@ -65,7 +69,9 @@ run
 for t in a b; do
 	echo "$t: phase $(field $t phase), batch $(field $t startTime) .. $(field $t endTime), peak GPU memory $(field $t peakGPUMemory), allocated ${use} MiB"
 done
-if [ "$(epoch "$(field a startTime)")" -lt "$(epoch "$(field b endTime)")" ] &&
+if [ -z "$(field a startTime)" ] || [ -z "$(field a endTime)" ] || [ -z "$(field b startTime)" ] || [ -z "$(field b endTime)" ]; then
+	echo "VERDICT: a or b did NOT run to its end (no batch times)"
+elif [ "$(epoch "$(field a startTime)")" -lt "$(epoch "$(field b endTime)")" ] &&
 	[ "$(epoch "$(field b startTime)")" -lt "$(epoch "$(field a endTime)")" ]; then
 	echo "VERDICT: a and b OVERLAPPED"
 else

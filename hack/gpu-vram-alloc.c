@@ -48,10 +48,17 @@ int main(int argc, char **argv) {
 	}
 	char *end;
 	long mib = strtol(argv[1], &end, 10);
-	long secs = argc == 3 ? strtol(argv[2], NULL, 10) : 10;
-	if (*end != '\0' || mib < 0 || secs < 0) {
+	if (*end != '\0' || end == argv[1] || mib < 0) {
 		fprintf(stderr, "gpu-vram-alloc: bad MIB %s\n", argv[1]);
 		return 1;
+	}
+	long secs = 10;
+	if (argc == 3) {
+		secs = strtol(argv[2], &end, 10);
+		if (*end != '\0' || end == argv[2] || secs < 0) {
+			fprintf(stderr, "gpu-vram-alloc: bad SECONDS %s\n", argv[2]);
+			return 1;
+		}
 	}
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
 	if (!lib) {
@@ -64,6 +71,13 @@ int main(int argc, char **argv) {
 	    (CUresult (*)(CUcontext *, unsigned, CUdevice))sym(lib, "cuCtxCreate_v2", "cuCtxCreate");
 	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) =
 	    (CUresult (*)(CUdeviceptr *, size_t))sym(lib, "cuMemAlloc_v2", "cuMemAlloc");
+	CUresult (*cuMemFree)(CUdeviceptr) = (CUresult (*)(CUdeviceptr))sym(lib, "cuMemFree_v2", "cuMemFree");
+	long nchunks = (mib + CHUNK_MIB - 1) / CHUNK_MIB, held = 0;
+	CUdeviceptr *chunks = calloc(nchunks ? nchunks : 1, sizeof *chunks);
+	if (!chunks) {
+		fprintf(stderr, "gpu-vram-alloc: out of host memory\n");
+		return 2;
+	}
 
 	CUdevice dev;
 	CUcontext ctx;
@@ -72,12 +86,14 @@ int main(int argc, char **argv) {
 	check(cuCtxCreate(&ctx, 0, dev), "cuCtxCreate");
 	for (long done = 0; done < mib;) {
 		long n = mib - done < CHUNK_MIB ? mib - done : CHUNK_MIB;
-		CUdeviceptr p;
-		check(cuMemAlloc(&p, (size_t)n << 20), "cuMemAlloc");
+		check(cuMemAlloc(&chunks[held], (size_t)n << 20), "cuMemAlloc");
+		held++;
 		done += n;
 	}
 	printf("allocated %ld MiB\n", mib);
 	fflush(stdout);
 	sleep((unsigned)secs);
+	while (held > 0)
+		check(cuMemFree(chunks[--held]), "cuMemFree");
 	return 0; /* the driver frees the context with the process */
 }

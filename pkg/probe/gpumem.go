@@ -21,16 +21,17 @@ func (p *Prober) noteGPUMemory(now time.Time, devs []GPUDevice, appsErr, err err
 	}
 }
 
-// ProcessGPUMemory returns the GPU memory (bytes) each process uses on the
-// GPU gpuID ("nvidia:0"), as last measured, and when it was measured. It
-// never waits for nvidia-smi: when the measurement is older than
+// ProcessGPUMemory returns the device memory (bytes) each process uses on
+// the GPU gpuID ("nvidia:0"), as last measured, and when it was measured
+// (when that refresh began). The map is the caller's own copy. It never
+// waits for nvidia-smi: when the measurement is older than
 // Options.GPUPeriod it starts one refresh in the background (at most one
 // at a time) and answers from the last one. Errors, never a guess:
 // ErrGPUGone when the last measurement does not have the GPU;
 // ErrGPUMemoryUnreadable when it failed, when the GPU's memory or that of
 // a process on it was "[N/A]", when the processes could not be listed,
 // and before any measurement.
-func (p *Prober) ProcessGPUMemory(gpuID string) (map[int]int64, time.Time, error) {
+func (p *Prober) ProcessGPUMemory(gpuID string) (byPID map[int]int64, measured time.Time, err error) {
 	now := p.opts.Clock.Now()
 	p.gpuMem.Lock()
 	defer p.gpuMem.Unlock()
@@ -59,7 +60,7 @@ func (p *Prober) ProcessGPUMemory(gpuID string) (map[int]int64, time.Time, error
 	case g.appsErr != nil:
 		return nil, time.Time{}, fmt.Errorf("%s: %w: its processes: %v", gpuID, ErrGPUMemoryUnreadable, g.appsErr)
 	}
-	byPID := make(map[int]int64, len(d.Processes))
+	byPID = make(map[int]int64, len(d.Processes))
 	for _, proc := range d.Processes {
 		if !proc.Known {
 			return nil, time.Time{}, fmt.Errorf("%s: %w: nvidia-smi reports the memory of pid %d as not available", gpuID, ErrGPUMemoryUnreadable, proc.PID)

@@ -104,7 +104,7 @@ type Prober struct {
 		devices []GPUDevice
 		appsErr error
 		// err is the last refresh's failure (nil after a success); at is
-		// when the last refresh ended, valid once one did.
+		// when the last refresh began, valid once one ended.
 		err   error
 		at    time.Time
 		valid bool

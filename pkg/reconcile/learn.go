@@ -176,13 +176,11 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 	if !ok {
 		return e
 	}
-	if small, ok := m.SmallCosts(p); ok {
-		// One batch size known: exact there, safe above it only.
-		if t.ItemsTotal-t.ItemsDone < m.MaxItems {
-			c = small
-		} else {
-			e.BatchMin = max(e.BatchMin, min(m.MaxItems, e.BatchMax))
-		}
+	// One batch size known (SmallCosts): exact there, safe above it only.
+	small, oneSize := m.SmallCosts(p)
+	below := oneSize && t.ItemsTotal-t.ItemsDone < m.MaxItems
+	if below {
+		c = small
 	}
 	// The Estimate has no GPU memory per thread: at the threads asked.
 	fixed := c.FixedBytes + c.PerThreadBytes*int64(max(e.Threads, 1))
@@ -199,6 +197,9 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 		}
 	}
 	e.FixedGPUMemory, e.PerItemGPUMemory = fixed, c.PerItemBytes
+	if oneSize && !below {
+		e.BatchMin = max(e.BatchMin, min(m.MaxItems, e.BatchMax))
+	}
 	if c.BatchCap > 0 {
 		e.BatchMax = min(e.BatchMax, max(c.BatchCap, e.BatchMin))
 	}

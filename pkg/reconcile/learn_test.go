@@ -340,6 +340,13 @@ func TestLearnerGPUMemory(t *testing.T) {
 	if e := costsOf(l.Estimate(tk, queue.Kills{})); e != tk.Estimate {
 		t.Fatalf("declared, no kill: %+v changed", e)
 	}
+	// One batch of one size measured, within the declaration: the
+	// declaration stands whole (batch.min included).
+	once := newTestLearner(4096 * mi)
+	finishGPU(once, tk, 16, 1024*mi, 1536*mi, false)
+	if e := costsOf(once.Estimate(tk, queue.Kills{})); e != tk.Estimate {
+		t.Fatalf("declared, one GPU batch measured: %+v changed", e)
+	}
 	// Declared 512Mi + 64Mi × 16 = 1.5Gi; the batch used 2Gi.
 	finishGPU(l, tk, 16, 2048*mi, 1536*mi, true)
 	e := l.Estimate(tk, queue.Kills{GPUMemory: 1})

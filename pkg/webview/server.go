@@ -179,7 +179,8 @@ type BatchView struct {
 // outcomeOf is how a finished batch ended, for the timeline.
 func outcomeOf(b *reconcile.BatchRow) string {
 	switch {
-	case b.KilledForMemory || b.Reason == v1alpha1.ReasonMemoryExceeded:
+	case b.KilledForMemory || b.Reason == v1alpha1.ReasonMemoryExceeded || b.Reason == v1alpha1.ReasonGPUMemoryExceeded:
+		// A GPU memory kill is drawn as a memory kill; its reason says which.
 		return OutcomeMemory
 	case b.ExitCode == 0 && b.Reason == "":
 		return OutcomeSucceeded

@@ -301,7 +301,7 @@ func TestTailOfReadsOnlyARegularFile(t *testing.T) {
 	}
 }
 
-// Outcomes: a memory kill, a plain exit, a failure.
+// Outcomes: a memory kill (or a GPU memory kill), a plain exit, a failure.
 func TestOutcomeOf(t *testing.T) {
 	for _, c := range []struct {
 		row  reconcile.BatchRow
@@ -310,6 +310,7 @@ func TestOutcomeOf(t *testing.T) {
 		{reconcile.BatchRow{ExitCode: 0}, OutcomeSucceeded},
 		{reconcile.BatchRow{ExitCode: -1, KilledForMemory: true}, OutcomeMemory},
 		{reconcile.BatchRow{ExitCode: -1, Reason: "MemoryExceeded"}, OutcomeMemory},
+		{reconcile.BatchRow{ExitCode: -1, Reason: "GPUMemoryExceeded"}, OutcomeMemory},
 		{reconcile.BatchRow{ExitCode: 3}, OutcomeFailed},
 		{reconcile.BatchRow{ExitCode: -1, Reason: "BatchTimeout"}, OutcomeFailed},
 	} {
