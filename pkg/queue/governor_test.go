@@ -147,15 +147,7 @@ func TestTailsAreEvenedOutWithRealGovernor(t *testing.T) {
 				BatchMin: 1, BatchMax: tc.batchMax, Threads: 1, MinThreads: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			runDone := make(chan error, 1)
-			go func() { runDone <- q.Run(ctx) }()
-			obs.waitPhase(t, "a", v1alpha1.PhaseDone)
-			if err := q.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			<-runDone
+			runUntilDone(t, q, obs, "a")
 			mu.Lock()
 			defer mu.Unlock()
 			if !slices.Equal(sizes, tc.want) {
@@ -220,15 +212,7 @@ func TestReadyPeersShareTheMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			runDone := make(chan error, 1)
-			go func() { runDone <- q.Run(ctx) }()
-			obs.waitPhase(t, "a", v1alpha1.PhaseDone)
-			if err := q.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			<-runDone
+			runUntilDone(t, q, obs, "a")
 			mu.Lock()
 			defer mu.Unlock()
 			if c := first["a"]; c.Batch != tc.batch || c.Share != tc.share {
@@ -236,4 +220,18 @@ func TestReadyPeersShareTheMemory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runUntilDone runs q until the task name is Done, then closes it.
+func runUntilDone(t *testing.T, q *Queue, obs *recorder, name string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runDone := make(chan error, 1)
+	go func() { runDone <- q.Run(ctx) }()
+	obs.waitPhase(t, name, v1alpha1.PhaseDone)
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-runDone
 }
