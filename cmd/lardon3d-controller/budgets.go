@@ -14,6 +14,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/probe"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
@@ -37,7 +38,7 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		gov, _, err := newMachine(bc, "")
+		gov, prober, err := newMachine(bc, "")
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -58,7 +59,11 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 				}
 			}
 		}
-		return printBudgets(w, gov.Budgets(), output, "probed now; no controller is running on "+g.spool, held)
+		if err := printBudgets(w, gov.Budgets(), output, "probed now; no controller is running on "+g.spool, held); err != nil || output != "" {
+			return err
+		}
+		printGPUDevices(w, prober.GPUDevices())
+		return nil
 	}
 	return cmd
 }
@@ -295,3 +300,30 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 }
 
 func humanBytes(n int64) string { return governor.FormatBytes(n) }
+
+// printGPUDevices says what nvidia-smi reports of each NVIDIA GPU beyond
+// its budget: its utilization and the processes using it.
+func printGPUDevices(w io.Writer, devs []probe.GPUDevice) {
+	for i, d := range devs {
+		if i == 0 {
+			fmt.Fprintln(w, "\nNVIDIA GPUs (nvidia-smi):")
+		}
+		util := "utilization unknown"
+		if d.Utilization >= 0 {
+			util = fmt.Sprintf("utilization %d%%", d.Utilization)
+		}
+		procs := "no process"
+		if len(d.Processes) > 0 {
+			var parts []string
+			for _, p := range d.Processes {
+				used := "[N/A]"
+				if p.Known {
+					used = governor.FormatBytes(p.Bytes)
+				}
+				parts = append(parts, fmt.Sprintf("pid %d %s", p.PID, used))
+			}
+			procs = strings.Join(parts, ", ")
+		}
+		fmt.Fprintf(w, "  %s %s (%s): %s; %s\n", d.ID, d.Name, d.UUID, util, procs)
+	}
+}

@@ -133,3 +133,24 @@ func TestBudgetsCPUGateFollowsPSIWhereTheKernelHasIt(t *testing.T) {
 		}
 	}
 }
+
+// The table of a machine with an NVIDIA GPU (the fake nvidia-smi of
+// hack/gpu-fake) adds what the driver says beyond the budget: the GPU's
+// utilization and the processes using it; -o json stays the budgets'.
+func TestBudgetsShowNvidiaSMIView(t *testing.T) {
+	fake, err := filepath.Abs("../../hack/gpu-fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dir := t.TempDir()
+	table, stderr, code := runInProcess(t, "budgets", "--spool", dir, "--load-threshold", "-1")
+	want := "\nNVIDIA GPUs (nvidia-smi):\n  nvidia:0 Fake GPU (GPU-00000000-fake): utilization 0%; no process\n"
+	if code != 0 || !strings.Contains(table, want) || !strings.Contains(table, "gpu nvidia:0 memory") {
+		t.Errorf("exit %d, table lacks %q:\n%s%s", code, want, table, stderr)
+	}
+	js, _, _ := runInProcess(t, "budgets", "--spool", dir, "-o", "json", "--load-threshold", "-1")
+	if strings.Contains(js, "nvidia-smi") || !json.Valid([]byte(js)) {
+		t.Errorf("-o json:\n%s", js)
+	}
+}

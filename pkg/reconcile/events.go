@@ -287,39 +287,30 @@ const suggestionSep = "; suggested: "
 // suggestion is what to declare: the profile's learned block when it has
 // one, else the bumped need of a batch killed at used bytes.
 func (a advisor) suggestion(size, used int64) string {
-	if s := Suggest(a.c.host.book, ProfileOf(&a.e.task.Spec)); s.OK {
+	return suggestionText(Suggest(a.c.host.book, ProfileOf(&a.e.task.Spec)), "memory", size, used)
+}
+
+// gpuSuggestion is suggestion for GPU memory (SuggestGPU).
+func (a advisor) gpuSuggestion(size, used int64) string {
+	return suggestionText(SuggestGPU(a.c.host.book, ProfileOf(&a.e.task.Spec)), "gpuMemory", size, used)
+}
+
+// suggestionText words a suggestion s of the cost named key, or, without
+// one, the bumped need of a batch killed at used bytes.
+func suggestionText(s Suggestion, key string, size, used int64) string {
+	if s.OK {
 		note := "from " + governor.Count(int64(s.Model.Samples), "batch")
 		if s.Note != "" {
 			note += "; " + s.Note
 		}
-		return fmt.Sprintf("%s%s (%s)", suggestionSep, ResourcesBlock(s.Costs), note)
+		return fmt.Sprintf("%s%s (%s)", suggestionSep, resourcesBlock(s.Costs, key), note)
 	}
 	if used <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%sat least %s for a batch of %d", suggestionSep, governor.FormatBytes(history.Params{}.Bump(used)), size)
-}
-
-// gpuSuggestion is suggestion for GPU memory: the profile's learned GPU
-// memory costs (history.Book.GPUModel) when it has them, else the bumped
-// need of a batch killed at used bytes of GPU memory.
-func (a advisor) gpuSuggestion(size, used int64) string {
-	book := a.c.host.book
-	m := book.GPUModel(ProfileOf(&a.e.task.Spec))
-	p := book.Params()
-	if c, ok := m.Costs(p); ok && m.State >= history.StateSlowStart {
-		note := "from " + governor.Count(int64(m.Samples), "batch")
-		if small, ok := m.SmallCosts(p); ok {
-			c, note = small, note+fmt.Sprintf("; only batches of %d items seen: valid up to that size", m.MaxItems)
-		}
-		block := fmt.Sprintf("resources: {fixed: {gpuMemory: %s}, perItem: {gpuMemory: %s}", SuggestedQuantity(c.FixedBytes), SuggestedQuantity(c.PerItemBytes))
-		if c.PerThreadBytes > 0 {
-			block += fmt.Sprintf(", perThread: {gpuMemory: %s}", SuggestedQuantity(c.PerThreadBytes))
-		}
-		return fmt.Sprintf("%s%s} (%s)", suggestionSep, block, note)
+	what := ""
+	if key == "gpuMemory" {
+		what = " of GPU memory"
 	}
-	if used <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("%sat least %s of GPU memory for a batch of %d", suggestionSep, governor.FormatBytes(history.Params{}.Bump(used)), size)
+	return fmt.Sprintf("%sat least %s%s for a batch of %d", suggestionSep, governor.FormatBytes(history.Params{}.Bump(used)), what, size)
 }

@@ -234,8 +234,16 @@ type Suggestion struct {
 // then the peak at that size as a fixed cost (safe up to it), and Note
 // says so.
 func Suggest(book *history.Book, profile string) Suggestion {
-	m := book.Model(profile)
-	p := book.Params()
+	return suggestFrom(profile, book.Model(profile), book.Params())
+}
+
+// SuggestGPU is Suggest for the profile's GPU memory (history.Book.GPUModel).
+func SuggestGPU(book *history.Book, profile string) Suggestion {
+	return suggestFrom(profile, book.GPUModel(profile), book.Params())
+}
+
+// suggestFrom is the suggestion a profile's model m makes.
+func suggestFrom(profile string, m history.Model, p history.Params) Suggestion {
 	c, ok := m.Costs(p)
 	s := Suggestion{Profile: profile, Model: m, Costs: c, OK: ok && m.State >= history.StateSlowStart}
 	if small, ok := m.SmallCosts(p); ok {
@@ -246,9 +254,13 @@ func Suggest(book *history.Book, profile string) Suggestion {
 }
 
 // ResourcesBlock is a resources block to paste, from learned costs.
-func ResourcesBlock(c history.Costs) string {
-	return fmt.Sprintf("resources: {fixed: {memory: %s}, perItem: {memory: %s}, perThread: {memory: %s}}",
-		SuggestedQuantity(c.FixedBytes), SuggestedQuantity(c.PerItemBytes), SuggestedQuantity(c.PerThreadBytes))
+func ResourcesBlock(c history.Costs) string { return resourcesBlock(c, "memory") }
+
+// resourcesBlock is ResourcesBlock for the cost named key (memory,
+// gpuMemory).
+func resourcesBlock(c history.Costs, key string) string {
+	return fmt.Sprintf("resources: {fixed: {%[1]s: %[2]s}, perItem: {%[1]s: %[3]s}, perThread: {%[1]s: %[4]s}}",
+		key, SuggestedQuantity(c.FixedBytes), SuggestedQuantity(c.PerItemBytes), SuggestedQuantity(c.PerThreadBytes))
 }
 
 // SuggestedQuantity is b bytes rounded up to a quantity a person writes,
