@@ -83,7 +83,9 @@
 //     or its environment carries the batch's LARDON3D_BATCH_ID; it is then
 //     counted, stopped, continued and killed with the group (by pid and
 //     start time). One that clears its environment and loses its parent
-//     between two samples is missed. A controller without cgroups also
+//     between two samples is missed. "Seen for the first time" is per
+//     process, not per pid: a pid the kernel gave out again since the last
+//     sample (ns_last_pid, round the wrap) is judged again. A controller without cgroups also
 //     calls AdoptOrphans: it becomes the child subreaper of its batches, so
 //     a process whose parent ended is re-parented to it, not to init, and
 //     it reaps the ones it did not start (never a batch leader, never a

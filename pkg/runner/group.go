@@ -68,9 +68,11 @@ func groupMembers(fs procfs.FS, pgid int) ([]member, error) {
 
 // groupSampler sums the resident memory of a group. It remembers which pids
 // of the last listing were outside the group and does not read them again:
-// a process cannot join a group of another session, and a pid is only
-// reused after it disappeared from a listing, which makes it new again.
-// Not safe for concurrent use.
+// a process cannot join a group of another session. A pid the kernel gave
+// out again since the last listing (between ns_last_pid then and now,
+// round the wrap) names a new process and is judged again, whatever was
+// remembered under it: with 32768 pids a busy machine reuses one between
+// two samples. Not safe for concurrent use.
 type groupSampler struct {
 	fs      procfs.FS
 	pgid    int
@@ -79,6 +81,12 @@ type groupSampler struct {
 	// pgidOf asks the kernel for a process's group without parsing its
 	// stat file; nil (fixture trees) reads the stat file instead.
 	pgidOf func(pid int) (int, error)
+	// lastPid returns the last pid the kernel gave out (ns_last_pid),
+	// false when it cannot be read: then nothing remembered is trusted.
+	// nil (fixture trees, where a reused pid vanishes first) trusts it.
+	lastPid func() (int, bool)
+	// prevLast is lastPid's answer before the last listing, -1 if none.
+	prevLast int
 	// esc, when set, collects the batch's processes outside the group:
 	// a process seen for the first time outside it is the batch's when
 	// its parent is (members, last) or its environment carries marker.
@@ -93,12 +101,38 @@ type groupSampler struct {
 }
 
 func newGroupSampler(fs procfs.FS, pgid int) *groupSampler {
-	return &groupSampler{fs: fs, pgid: pgid, outside: map[int]bool{}, next: map[int]bool{}, pgidOf: unix.Getpgid}
+	return &groupSampler{fs: fs, pgid: pgid, outside: map[int]bool{}, next: map[int]bool{},
+		pgidOf: unix.Getpgid, lastPid: func() (int, bool) { return nsLastPid(procfs.DefaultMountPoint) }, prevLast: -1}
+}
+
+// givenSince returns whether pid may have been given out to a new process
+// since the last listing: it lies in (prev, last], round the wrap when
+// last < prev. Always true when either figure is unknown.
+func givenSince(pid, prev, last int, known bool) bool {
+	switch {
+	case !known || prev < 0:
+		return true
+	case last >= prev:
+		return pid > prev && pid <= last
+	default: // wrapped round
+		return pid > prev || pid <= last
+	}
 }
 
 // sample returns the group's resident bytes and the number of its live
 // processes.
 func (g *groupSampler) sample() (rss int64, live int, err error) {
+	// The last pid is read before the listing: a pid given out after the
+	// read is judged again at the next listing, one sample late at worst.
+	last, known, prev := 0, true, g.prevLast
+	if g.lastPid != nil {
+		last, known = g.lastPid()
+		g.prevLast = -1
+		if known {
+			g.prevLast = last
+		}
+	}
+	fresh := func(pid int) bool { return g.lastPid != nil && givenSince(pid, prev, last, known) }
 	procs, err := g.fs.AllProcs()
 	if err != nil {
 		return 0, 0, fmt.Errorf("list processes: %w", err)
@@ -113,7 +147,11 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 		clear(g.members)
 	}
 	for _, p := range procs {
-		if out, seen := g.outside[p.PID]; seen && out {
+		out, seen := g.outside[p.PID]
+		if seen && fresh(p.PID) {
+			out, seen = false, false // another process under the pid
+		}
+		if seen && out {
 			g.next[p.PID] = true
 			continue
 		}
@@ -122,7 +160,7 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 		escapee := false
 		if g.pgidOf != nil {
 			pg, err := g.pgidOf(p.PID)
-			escapee = err == nil && pg != g.pgid && g.esc != nil && g.escaped(p.PID)
+			escapee = err == nil && pg != g.pgid && g.esc != nil && g.escaped(p.PID, seen)
 			if err != nil || (pg != g.pgid && !escapee) {
 				g.next[p.PID] = err == nil
 				continue
@@ -153,8 +191,9 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 
 // escaped reports whether pid, outside the group, is the batch's: known
 // as such, or seen for the first time with a parent of the batch or the
-// batch's marker in its environment (then remembered).
-func (g *groupSampler) escaped(pid int) bool {
+// batch's marker in its environment (then remembered). seen says the
+// same process was in the last listing, a member (outside judged false).
+func (g *groupSampler) escaped(pid int, seen bool) bool {
 	st, err := readStat(g.procRoot, pid)
 	if err != nil {
 		return false
@@ -162,10 +201,7 @@ func (g *groupSampler) escaped(pid int) bool {
 	if g.esc.has(pid, st.startTicks) {
 		return true
 	}
-	if out, seen := g.outside[pid]; seen {
-		if out {
-			return false // judged at an earlier listing: its parent and environment were not the batch's
-		}
+	if seen {
 		g.esc.add(pid, st.startTicks) // a member that left the group since
 		return true
 	}

@@ -265,3 +265,73 @@ func TestStartTicksMatchesProcfs(t *testing.T) {
 		t.Error("a missing stat file read without an error")
 	}
 }
+
+// TestGroupSamplerPidGivenAgain: a pid judged outside the group that the
+// kernel gives to another process between two listings (its pids wrapped
+// round; 32768 of them go fast on a busy machine) is judged again: the
+// new process's memory is counted, and, without a cgroup, one that left
+// the group carrying the batch's marker is found. A pid not given out
+// since stays judged.
+func TestGroupSamplerPidGivenAgain(t *testing.T) {
+	root := t.TempDir()
+	page := int64(os.Getpagesize())
+	writeStat(t, root, 100, 100, "S", 500, 10) // leader
+	writeStat(t, root, 50, 50, "S", 400, 999)  // another group's
+	writeStat(t, root, 60, 60, "S", 400, 999)  // another group's
+	writeStat(t, root, 80, 80, "S", 1, 999)    // another group's, for good
+	fs, err := procfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 120
+	g := newGroupSampler(fs, 100)
+	g.pgidOf = func(pid int) (int, error) { st, err := readStat(root, pid); return st.pgrp, err }
+	g.lastPid = func() (int, bool) { return last, true }
+	g.esc, g.procRoot, g.marker = &escapees{}, root, []byte("MARK=1")
+	if rss, live, err := g.sample(); err != nil || rss != 10*page || live != 1 {
+		t.Fatalf("first sample = %d bytes, %d live, %v; want %d, 1", rss, live, err, 10*page)
+	}
+	// Between two listings the pids wrap round (last 120 -> 60): 50 goes
+	// to a child of the group, 60 to a process that left it with the
+	// marker.
+	writeStat(t, root, 50, 100, "S", 600, 20)
+	writeStat(t, root, 60, 60, "S", 601, 30)
+	if err := os.WriteFile(filepath.Join(root, "60", "environ"), []byte("A=b\x00MARK=1\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// 80 was not given out since: what is written under it now (no
+	// process could move so) is not read again.
+	writeStat(t, root, 80, 100, "S", 1, 999)
+	last = 60
+	rss, live, err := g.sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss != 60*page || live != 3 {
+		t.Errorf("after the wrap: %d bytes, %d live; want %d (leader, the new child, the escapee), 3", rss, live, 60*page)
+	}
+	if got := g.esc.list(); len(got) != 1 || got[60] != 601 {
+		t.Errorf("escapees %v, want pid 60 started at 601", got)
+	}
+}
+
+func TestGivenSince(t *testing.T) {
+	for _, c := range []struct {
+		pid, prev, last int
+		known, want     bool
+	}{
+		{65, 60, 70, true, true},
+		{60, 60, 70, true, false},
+		{71, 60, 70, true, false},
+		{50, 60, 60, true, false},  // nothing given out
+		{130, 120, 60, true, true}, // wrapped: above the old last
+		{7, 120, 60, true, true},   // wrapped: below the new one
+		{80, 120, 60, true, false},
+		{80, -1, 60, true, true},  // no earlier figure
+		{80, 120, 0, false, true}, // unreadable
+	} {
+		if got := givenSince(c.pid, c.prev, c.last, c.known); got != c.want {
+			t.Errorf("givenSince(%d, prev %d, last %d, %v) = %v, want %v", c.pid, c.prev, c.last, c.known, got, c.want)
+		}
+	}
+}

@@ -96,10 +96,17 @@ func pidsAfter(procRoot string, after int) ([]int, error) {
 // procRoot's namespace is below after: its pids wrapped round since. An
 // unreadable figure counts as wrapped (every pid is read).
 func pidsWrapped(procRoot string, after int) bool {
+	last, ok := nsLastPid(procRoot)
+	return !ok || last < after
+}
+
+// nsLastPid returns the last pid the kernel gave out in the pid namespace
+// of the reader of procRoot (ns_last_pid), false when it cannot be read.
+func nsLastPid(procRoot string) (int, bool) {
 	b, err := os.ReadFile(filepath.Join(procRoot, "sys", "kernel", "ns_last_pid"))
 	if err != nil {
-		return true
+		return 0, false
 	}
 	last, err := strconv.Atoi(string(bytes.TrimSpace(b)))
-	return err != nil || last < after
+	return last, err == nil
 }
