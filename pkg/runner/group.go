@@ -35,6 +35,13 @@ func (m member) gone() bool { return m.state == "Z" || m.state == "X" || m.state
 // stopped reports whether the process is stopped by a signal or a tracer.
 func (m member) stopped() bool { return m.state == "T" || m.state == "t" }
 
+// heldAfterStop reports whether a process sent SIGSTOP runs no more
+// instruction of its own: stopped, or in uninterruptible sleep ('D'),
+// where it stops on its way back to user space. A vfork parent whose
+// child was stopped before its exec waits in 'D' until the child goes on:
+// it cannot reach 'T' before Resume.
+func heldAfterStop(state byte) bool { return state == 'T' || state == 't' || state == 'D' }
+
 func memberOf(s procfs.ProcStat) member {
 	return member{pid: s.PID, state: s.State, startTicks: s.Starttime, rss: int64(s.ResidentMemory()), cpu: cpuTime(s)}
 }
@@ -94,8 +101,11 @@ type groupSampler struct {
 	esc      *escapees
 	marker   []byte
 	procRoot string
-	members  map[int]bool // the batch's pids seen in this listing
-	last     map[int]bool // and in the one before
+	// since is the leader's start time in clock ticks: a process started
+	// before it cannot be the batch's.
+	since   uint64
+	members map[int]bool // the batch's pids seen in this listing
+	last    map[int]bool // and in the one before
 	// cpu is the CPU time of the members of the last sample (cpuTime).
 	cpu time.Duration
 }
@@ -160,10 +170,14 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 		escapee := false
 		if g.pgidOf != nil {
 			pg, err := g.pgidOf(p.PID)
-			escapee = err == nil && pg != g.pgid && g.esc != nil && g.escaped(p.PID, seen)
-			if err != nil || (pg != g.pgid && !escapee) {
-				g.next[p.PID] = err == nil
-				continue
+			if err != nil {
+				continue // ended since the listing
+			}
+			if pg != g.pgid {
+				if !g.judge(p.PID, seen) {
+					continue
+				}
+				escapee = true
 			}
 		}
 		st, err := p.Stat()
@@ -171,8 +185,15 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 			continue
 		}
 		if st.PGRP != g.pgid && !escapee {
-			g.next[p.PID] = true
-			continue
+			if g.pgidOf == nil { // a fixture tree: its stat file is the only word
+				g.next[p.PID] = true
+				continue
+			}
+			// In the group at getpgid, out of it at this read: it left
+			// in between, a member a moment ago (setsid right after a fork).
+			if !g.judge(p.PID, true) {
+				continue
+			}
 		}
 		g.next[p.PID] = false
 		if g.members != nil {
@@ -189,27 +210,48 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 	return rss, live, nil
 }
 
-// escaped reports whether pid, outside the group, is the batch's: known
-// as such, or seen for the first time with a parent of the batch or the
-// batch's marker in its environment (then remembered). seen says the
-// same process was in the last listing, a member (outside judged false).
-func (g *groupSampler) escaped(pid int, seen bool) bool {
-	st, err := readStat(g.procRoot, pid)
-	if err != nil {
+// judge decides on pid, outside the group: true when it is the batch's
+// (an escapee, counted). Otherwise it is remembered as outside, not read
+// again, unless the verdict may change (see escaped).
+func (g *groupSampler) judge(pid int, member bool) bool {
+	if g.esc == nil {
+		g.next[pid] = true
 		return false
 	}
+	ours, final := g.escaped(pid, member)
+	if !ours && final {
+		g.next[pid] = true
+	}
+	return ours
+}
+
+// escaped reports whether pid, outside the group, is the batch's: known
+// as such, a member at the last look (member), or one with a parent of
+// the batch or the batch's marker in its environment (then remembered).
+// final is false when a later look may say otherwise: its stat could not
+// be read, or it started since the batch and showed no environment at all
+// (the moment of an execve), not being a kernel thread.
+func (g *groupSampler) escaped(pid int, member bool) (ours, final bool) {
+	st, err := readStat(g.procRoot, pid)
+	if err != nil {
+		return false, false
+	}
 	if g.esc.has(pid, st.startTicks) {
-		return true
+		return true, true
 	}
-	if seen {
-		g.esc.add(pid, st.startTicks) // a member that left the group since
-		return true
-	}
-	if g.members[st.ppid] || g.last[st.ppid] || (len(g.marker) > 0 && carriesMarker(g.procRoot, pid, g.marker)) {
+	if member || g.members[st.ppid] || g.last[st.ppid] {
 		g.esc.add(pid, st.startTicks)
-		return true
+		return true, true
 	}
-	return false
+	if len(g.marker) == 0 {
+		return false, true
+	}
+	carries, nonEmpty := readsMarker(g.procRoot, pid, g.marker)
+	if carries {
+		g.esc.add(pid, st.startTicks)
+		return true, true
+	}
+	return false, nonEmpty || st.kernel || st.startTicks < g.since
 }
 
 // StartTicks returns the start time of pid in clock ticks since boot,

@@ -335,3 +335,52 @@ func TestGivenSince(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSamplerCatchesTheMomentOfALeaving: a child that calls setsid
+// between getpgid and the read of its stat (it was a member a moment
+// ago), and one caught in an execve with no environment yet, are still
+// found to be the batch's.
+func TestGroupSamplerCatchesTheMomentOfALeaving(t *testing.T) {
+	root := t.TempDir()
+	page := int64(os.Getpagesize())
+	writeStat(t, root, 100, 100, "S", 500, 10) // leader
+	writeStat(t, root, 101, 101, "S", 510, 20) // setsid between getpgid and stat
+	writeStat(t, root, 102, 102, "S", 520, 30) // in an execve: environment empty for now
+	writeStat(t, root, 103, 103, "S", 530, 40) // another user's: environment unreadable
+	writeStat(t, root, 7, 7, "S", 1, 999)      // older than the batch, environment empty
+	for pid, env := range map[int]string{102: "", 7: ""} {
+		if err := os.WriteFile(filepath.Join(root, fmt.Sprint(pid), "environ"), []byte(env), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, err := procfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGroupSampler(fs, 100)
+	g.pgidOf = func(pid int) (int, error) {
+		if pid == 101 {
+			return 100, nil // the kernel's answer a moment before the setsid
+		}
+		st, err := readStat(root, pid)
+		return st.pgrp, err
+	}
+	g.lastPid = func() (int, bool) { return 200, true }
+	g.esc, g.procRoot, g.marker, g.since = &escapees{}, root, []byte("MARK=1"), 500
+	if rss, live, err := g.sample(); err != nil || rss != 30*page || live != 2 {
+		t.Fatalf("first sample = %d bytes, %d live, %v; want %d (leader and 101), 2", rss, live, err, 30*page)
+	}
+	if !g.outside[7] || !g.outside[103] || g.outside[102] {
+		t.Errorf("judged outside for good: %v; want 7 and 103, not 102 (empty environment, started since the batch)", g.outside)
+	}
+	// The execve completes.
+	if err := os.WriteFile(filepath.Join(root, "102", "environ"), []byte("MARK=1\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rss, live, err := g.sample(); err != nil || rss != 60*page || live != 3 {
+		t.Fatalf("second sample = %d bytes, %d live, %v; want %d, 3", rss, live, err, 60*page)
+	}
+	if got := g.esc.list(); len(got) != 2 || got[101] != 510 || got[102] != 520 {
+		t.Errorf("escapees %v, want 101 and 102", got)
+	}
+}

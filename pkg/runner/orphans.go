@@ -159,9 +159,14 @@ type procStat struct {
 	state      byte
 	ppid, pgrp int
 	startTicks uint64
+	kernel     bool // a kernel thread (PF_KTHREAD): no user space, no environment
 }
 
-// readStat reads a process's state, parent, group and start time.
+// pfKthread is the kernel's PF_KTHREAD in the flags of /proc/PID/stat.
+const pfKthread = 0x00200000
+
+// readStat reads a process's state, parent, group, start time and
+// whether it is a kernel thread.
 func readStat(procRoot string, pid int) (procStat, error) {
 	path := filepath.Join(procRoot, strconv.Itoa(pid), "stat")
 	data, err := os.ReadFile(path)
@@ -187,17 +192,28 @@ func readStat(procRoot string, pid int) (procStat, error) {
 	if st.startTicks, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
 		return procStat{}, fmt.Errorf("%s: start time: %w", path, err)
 	}
+	if flags, err := strconv.ParseUint(string(f[6]), 10, 64); err == nil {
+		st.kernel = flags&pfKthread != 0
+	}
 	return st, nil
 }
 
 // carriesMarker reports whether the process's environment holds entry
 // ("NAME=VALUE"); false when it cannot be read (another user's process).
 func carriesMarker(procRoot string, pid int, entry []byte) bool {
+	carries, _ := readsMarker(procRoot, pid, entry)
+	return carries
+}
+
+// readsMarker is carriesMarker that also says whether the environment
+// read had anything in it: a process between an execve's new memory and
+// its new environment shows none for a moment.
+func readsMarker(procRoot string, pid int, entry []byte) (carries, nonEmpty bool) {
 	env, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "environ"))
 	if err != nil {
-		return false
+		return false, true // unreadable is another user's, not a moment of an execve
 	}
 	want := make([]byte, 0, len(entry)+2)
 	want = append(append(append(want, 0), entry...), 0)
-	return bytes.HasPrefix(env, want[1:]) || bytes.Contains(env, want)
+	return bytes.HasPrefix(env, want[1:]) || bytes.Contains(env, want), len(env) > 0
 }

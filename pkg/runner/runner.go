@@ -713,7 +713,7 @@ func newMeter(b *Batch) *meter {
 	m := &meter{b: b}
 	if b.cg == nil {
 		m.sampler = newGroupSampler(b.fs, b.group.PGID)
-		m.sampler.esc, m.sampler.procRoot = &b.esc, procfs.DefaultMountPoint
+		m.sampler.esc, m.sampler.procRoot, m.sampler.since = &b.esc, procfs.DefaultMountPoint, b.group.StartTicks
 		m.sampler.marker = []byte(BatchIDEnv + "=" + b.batchID)
 	}
 	return m
@@ -845,7 +845,9 @@ func (b *Batch) ItemsFile() string { return b.itemsFile }
 // member, whatever its session; the processes do not see a signal);
 // otherwise every process of the group gets SIGSTOP and Pause waits for the
 // stopped state in procfs (a process that forks during the pause is
-// stopped too). Paused time does not count against the timeout.
+// stopped too; one in uninterruptible sleep counts as stopped: it stops
+// before its next instruction, and a vfork parent whose child stopped
+// before its exec cannot stop sooner). Paused time does not count against the timeout.
 func (b *Batch) Pause() error {
 	b.opMu.Lock()
 	defer b.opMu.Unlock()
@@ -885,14 +887,14 @@ func (b *Batch) Pause() error {
 		}
 		var running []int
 		for _, m := range ms {
-			if !m.stopped() && !m.gone() {
+			if !m.gone() && (m.state == "" || !heldAfterStop(m.state[0])) {
 				running = append(running, m.pid)
 				_ = unix.Kill(m.pid, unix.SIGSTOP)
 			}
 		}
 		for pid, ticks := range b.esc.list() {
 			if st, err := readStat(procfs.DefaultMountPoint, pid); err == nil && st.startTicks == ticks &&
-				st.state != 'T' && st.state != 't' && st.state != 'Z' && st.state != 'X' {
+				!heldAfterStop(st.state) && st.state != 'Z' && st.state != 'X' {
 				running = append(running, pid)
 				_ = unix.Kill(pid, unix.SIGSTOP)
 			}

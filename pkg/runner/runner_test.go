@@ -90,9 +90,15 @@ func TestMain(m *testing.M) {
 		subreaperHelper()
 		os.Exit(0)
 	default:
+		if h := archHelpers[os.Getenv(helperEnv)]; h != nil {
+			h()
+		}
 		os.Exit(3)
 	}
 }
+
+// archHelpers are the helpers written for one architecture, by name.
+var archHelpers = map[string]func(){}
 
 func testSpec(t *testing.T, command ...string) Spec {
 	t.Helper()

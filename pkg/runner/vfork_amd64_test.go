@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+func init() { archHelpers["vforkstop"] = vforkStopHelper }
+
+// vforkLine is what the vfork child writes before it stops.
+var vforkLine = []byte("child stopped before its exec\n")
+
+// vforkStopHelper is a batch whose leader vforks a child that stops
+// itself before any exec: the leader's thread then waits in the kernel
+// ('D') until the child goes on or ends. The child uses raw system calls
+// only: it runs on the leader's stack, in its memory.
+func vforkStopHelper() {
+	runtime.LockOSThread() // the main thread, whose state /proc/PID/stat shows
+	pid, _, errno := syscall.RawSyscall(syscall.SYS_VFORK, 0, 0, 0)
+	if errno != 0 {
+		os.Exit(2)
+	}
+	if pid == 0 {
+		syscall.RawSyscall(syscall.SYS_WRITE, 1, uintptr(unsafe.Pointer(&vforkLine[0])), uintptr(len(vforkLine)))
+		self, _, _ := syscall.RawSyscall(syscall.SYS_GETPID, 0, 0, 0)
+		syscall.RawSyscall(syscall.SYS_KILL, self, uintptr(syscall.SIGSTOP), 0)
+		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	os.Stdout.WriteString("vfork returned\n")
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// TestPauseAVforkParentWhoseChildStopped: without a cgroup, a batch caught
+// with a vfork child stopped before its exec (a shell that vforks its
+// commands, paused at that moment) pauses; the parent, held in the kernel
+// until the child goes on, runs again after Resume.
+func TestPauseAVforkParentWhoseChildStopped(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSpec(t, self)
+	s.Env = []EnvVar{{helperEnv, "vforkstop"}}
+	b := start(t, s)
+	waitFor(t, "the vfork child to stop", func() bool { return strings.Contains(readLog(t, s), string(vforkLine)) })
+	leader := b.Group().PGID
+	waitFor(t, "the leader to wait in the kernel", func() bool {
+		st, err := readStat("/proc", leader)
+		return err == nil && st.state == 'D'
+	})
+	if err := b.Pause(); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if err := b.Resume(); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	waitFor(t, "the leader to return from vfork", func() bool { return strings.Contains(readLog(t, s), "vfork returned") })
+}
