@@ -190,8 +190,13 @@ func (g *groupSampler) sample() (rss int64, live int, err error) {
 				continue
 			}
 			// In the group at getpgid, out of it at this read: it left
-			// in between, a member a moment ago (setsid right after a fork).
-			if !g.judge(p.PID, true) {
+			// in between (setsid right after a fork), or its pid went to
+			// another process. Judged as one seen for the first time, and
+			// not remembered as outside: judged again at the next listing.
+			if g.esc == nil {
+				continue
+			}
+			if ours, _ := g.escaped(p.PID, false); !ours {
 				continue
 			}
 		}

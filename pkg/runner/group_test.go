@@ -337,9 +337,10 @@ func TestGivenSince(t *testing.T) {
 }
 
 // TestGroupSamplerCatchesTheMomentOfALeaving: a child that calls setsid
-// between getpgid and the read of its stat (it was a member a moment
-// ago), and one caught in an execve with no environment yet, are still
-// found to be the batch's.
+// between getpgid and the read of its stat, and one caught in an execve
+// with no environment yet, are still found to be the batch's; a process
+// whose pid changed hands between getpgid and the stat read is not taken
+// for the batch's, nor remembered as outside.
 func TestGroupSamplerCatchesTheMomentOfALeaving(t *testing.T) {
 	root := t.TempDir()
 	page := int64(os.Getpagesize())
@@ -347,8 +348,9 @@ func TestGroupSamplerCatchesTheMomentOfALeaving(t *testing.T) {
 	writeStat(t, root, 101, 101, "S", 510, 20) // setsid between getpgid and stat
 	writeStat(t, root, 102, 102, "S", 520, 30) // in an execve: environment empty for now
 	writeStat(t, root, 103, 103, "S", 530, 40) // another user's: environment unreadable
+	writeStat(t, root, 104, 104, "S", 540, 50) // its pid was a member's at getpgid
 	writeStat(t, root, 7, 7, "S", 1, 999)      // older than the batch, environment empty
-	for pid, env := range map[int]string{102: "", 7: ""} {
+	for pid, env := range map[int]string{101: "MARK=1\x00", 102: "", 104: "A=b\x00", 7: ""} {
 		if err := os.WriteFile(filepath.Join(root, fmt.Sprint(pid), "environ"), []byte(env), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -359,8 +361,8 @@ func TestGroupSamplerCatchesTheMomentOfALeaving(t *testing.T) {
 	}
 	g := newGroupSampler(fs, 100)
 	g.pgidOf = func(pid int) (int, error) {
-		if pid == 101 {
-			return 100, nil // the kernel's answer a moment before the setsid
+		if pid == 101 || pid == 104 {
+			return 100, nil // the kernel's answer a moment before
 		}
 		st, err := readStat(root, pid)
 		return st.pgrp, err
@@ -370,8 +372,8 @@ func TestGroupSamplerCatchesTheMomentOfALeaving(t *testing.T) {
 	if rss, live, err := g.sample(); err != nil || rss != 30*page || live != 2 {
 		t.Fatalf("first sample = %d bytes, %d live, %v; want %d (leader and 101), 2", rss, live, err, 30*page)
 	}
-	if !g.outside[7] || !g.outside[103] || g.outside[102] {
-		t.Errorf("judged outside for good: %v; want 7 and 103, not 102 (empty environment, started since the batch)", g.outside)
+	if !g.outside[7] || !g.outside[103] || g.outside[102] || g.outside[104] {
+		t.Errorf("judged outside for good: %v; want 7 and 103, not 102 (empty environment, started since the batch) nor 104", g.outside)
 	}
 	// The execve completes.
 	if err := os.WriteFile(filepath.Join(root, "102", "environ"), []byte("MARK=1\x00"), 0o644); err != nil {
