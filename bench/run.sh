@@ -4,13 +4,16 @@
 # limit. One command, one run, one table (issue 6). `make bench` runs it.
 #
 #   bash bench/run.sh [--scale F] [--mem-scale F] [--only CASE[,CASE...]]
-#                     [--fast] [--out DIR] [--no-install] [--slurm]
+#                     [--fast] [--again] [--out DIR] [--no-install] [--slurm]
 #
 # Cases: micro, reaction, throughput, idle, flood, crash, packing-A, packing-B,
 # packing-C, packing-D, packing-E ("packing" means the five). --scale 0.05 shrinks counts and CPU so the whole run is a
 # one-minute smoke test; --mem-scale shrinks the memory figures and the 8 GiB
 # budget alike (smoke tests on a shared machine). --fast leaves out the two
 # peers of workload A that run whole tasks one at a time (about 300 s each).
+# --again runs the controller once more after each packing case's peers:
+# this machine's speed drifts by 10 % within a run, and the controller
+# runs first.
 # The table goes to stdout and to OUT/results.md; a full run (scale 1, every
 # case) also writes bench/results.md, which the README quotes.
 #
@@ -22,11 +25,11 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
-SCALE=1 MEM_SCALE="" ONLY="" FAST=0 INSTALL=1 SLURM=0
+SCALE=1 MEM_SCALE="" ONLY="" FAST=0 AGAIN=0 INSTALL=1 SLURM=0
 OUT=$BENCH/out
 ALL_CASES="micro reaction throughput idle flood crash packing-A packing-B packing-C packing-D packing-E"
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -35,6 +38,7 @@ while [ $# -gt 0 ]; do
 	--only) ONLY=$2 && shift ;;
 	--out) OUT=$2 && shift ;;
 	--fast) FAST=1 ;;
+	--again) AGAIN=1 ;;
 	--no-install) INSTALL=0 ;;
 	--slurm) SLURM=1 ;;
 	-h | --help) usage && exit 0 ;;
@@ -347,6 +351,14 @@ packing() {
 			env PATH="$SHIM:$PATH" bash "$BENCH/peers.sh" parallel "$NPROC" "$dir/jobs-whole.txt" "$memfree"
 	fi
 	peer "xargs -P $NPROC, whole tasks" naive xargs -- bash "$BENCH/peers.sh" xargs "$NPROC" "$dir/jobs-whole.txt"
+	if [ "$AGAIN" = 1 ] && [ "$HAVE_CTL" = 1 ]; then
+		# The controller once more, after the peers: on a machine whose
+		# speed drifts during a run, first and last bracket the peers.
+		local spool_again=$dir/spool-again
+		mkdir -p "$spool_again" && chmod 700 "$spool_again" && cp "$dir"/manifests/*.yaml "$spool_again"/
+		"${m[@]}" --subject "lardon3d-controller, again after the peers" --spool "$spool_again" -- \
+			"$CONTROLLER" run --spool "$spool_again" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-again.log" || true
+	fi
 }
 # batch_peaks W SPOOL: the largest peak and working set the batches' own
 # cgroups reported (the "=== batch N ended" lines of the task logs), as a note.
