@@ -35,13 +35,6 @@ func (m member) gone() bool { return m.state == "Z" || m.state == "X" || m.state
 // stopped reports whether the process is stopped by a signal or a tracer.
 func (m member) stopped() bool { return m.state == "T" || m.state == "t" }
 
-// heldAfterStop reports whether a process sent SIGSTOP runs no more
-// instruction of its own: stopped, or in uninterruptible sleep ('D'),
-// where it stops on its way back to user space. A vfork parent whose
-// child was stopped before its exec waits in 'D' until the child goes on:
-// it cannot reach 'T' before Resume.
-func heldAfterStop(state byte) bool { return state == 'T' || state == 't' || state == 'D' }
-
 func memberOf(s procfs.ProcStat) member {
 	return member{pid: s.PID, state: s.State, startTicks: s.Starttime, rss: int64(s.ResidentMemory()), cpu: cpuTime(s)}
 }

@@ -845,9 +845,8 @@ func (b *Batch) ItemsFile() string { return b.itemsFile }
 // member, whatever its session; the processes do not see a signal);
 // otherwise every process of the group gets SIGSTOP and Pause waits for the
 // stopped state in procfs (a process that forks during the pause is
-// stopped too; one in uninterruptible sleep counts as stopped: it stops
-// before its next instruction, and a vfork parent whose child stopped
-// before its exec cannot stop sooner). Paused time does not count against the timeout.
+// stopped too; one in uninterruptible sleep that was sent SIGSTOP counts
+// as stopped). Paused time does not count against the timeout.
 func (b *Batch) Pause() error {
 	b.opMu.Lock()
 	defer b.opMu.Unlock()
@@ -880,23 +879,45 @@ func (b *Batch) Pause() error {
 	b.esc.signal(unix.SIGSTOP)
 	markPaused()
 	deadline := time.Now().Add(pauseWait)
+	// A process is held once stopped ('T'), or once in uninterruptible
+	// sleep ('D') after this loop sent it SIGSTOP: it stops on its way back
+	// to user space, before an instruction of its own. A vfork parent
+	// whose child stopped before its exec waits in 'D' until the child
+	// goes on, and cannot reach 'T' before Resume. (The group's signal
+	// above may have come before a process's fork, hence the loop's own.)
+	type proc struct {
+		pid   int
+		ticks uint64
+	}
+	sent := map[proc]bool{}
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
 		ms, err := groupMembers(b.fs, pgid)
 		if err != nil {
 			return err
 		}
 		var running []int
+		stop := func(pid int, ticks uint64, state byte) {
+			p := proc{pid, ticks}
+			if state == 'T' || state == 't' || (state == 'D' && sent[p]) {
+				return
+			}
+			running = append(running, pid)
+			_ = unix.Kill(pid, unix.SIGSTOP)
+			sent[p] = true
+		}
 		for _, m := range ms {
-			if !m.gone() && (m.state == "" || !heldAfterStop(m.state[0])) {
-				running = append(running, m.pid)
-				_ = unix.Kill(m.pid, unix.SIGSTOP)
+			if !m.gone() {
+				state := byte(0)
+				if m.state != "" {
+					state = m.state[0]
+				}
+				stop(m.pid, m.startTicks, state)
 			}
 		}
 		for pid, ticks := range b.esc.list() {
 			if st, err := readStat(procfs.DefaultMountPoint, pid); err == nil && st.startTicks == ticks &&
-				!heldAfterStop(st.state) && st.state != 'Z' && st.state != 'X' {
-				running = append(running, pid)
-				_ = unix.Kill(pid, unix.SIGSTOP)
+				st.state != 'Z' && st.state != 'X' {
+				stop(pid, ticks, st.state)
 			}
 		}
 		if len(running) == 0 {
