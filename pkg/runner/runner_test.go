@@ -89,16 +89,10 @@ func TestMain(m *testing.M) {
 	case "subreaper":
 		subreaperHelper()
 		os.Exit(0)
-	default:
-		if h := archHelpers[os.Getenv(helperEnv)]; h != nil {
-			h()
-		}
+	default: // "vforkstop" runs from vfork_amd64_test.go's init
 		os.Exit(3)
 	}
 }
-
-// archHelpers are the helpers written for one architecture, by name.
-var archHelpers = map[string]func(){}
 
 func testSpec(t *testing.T, command ...string) Spec {
 	t.Helper()

@@ -10,31 +10,51 @@ import (
 	"unsafe"
 )
 
-func init() { archHelpers["vforkstop"] = vforkStopHelper }
+// In init the main goroutine runs on the main thread, the one whose
+// state /proc/PID/stat shows: the helper vforks from there.
+func init() {
+	if os.Getenv(helperEnv) == "vforkstop" {
+		vforkStopHelper()
+	}
+}
 
 // vforkLine is what the vfork child writes before it stops.
 var vforkLine = []byte("child stopped before its exec\n")
 
 // vforkStopHelper is a batch whose leader vforks a child that stops
 // itself before any exec: the leader's thread then waits in the kernel
-// ('D') until the child goes on or ends. The child uses raw system calls
-// only: it runs on the leader's stack, in its memory.
+// ('D') until the child goes on or ends.
 func vforkStopHelper() {
-	runtime.LockOSThread() // the main thread, whose state /proc/PID/stat shows
-	pid, _, errno := syscall.RawSyscall(syscall.SYS_VFORK, 0, 0, 0)
-	if errno != 0 {
+	runtime.LockOSThread()
+	if vforkStopped(uintptr(unsafe.Pointer(&vforkLine[0])), uintptr(len(vforkLine))) < 0 {
 		os.Exit(2)
-	}
-	if pid == 0 {
-		syscall.RawSyscall(syscall.SYS_WRITE, 1, uintptr(unsafe.Pointer(&vforkLine[0])), uintptr(len(vforkLine)))
-		self, _, _ := syscall.RawSyscall(syscall.SYS_GETPID, 0, 0, 0)
-		syscall.RawSyscall(syscall.SYS_KILL, self, uintptr(syscall.SIGSTOP), 0)
-		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
 	}
 	os.Stdout.WriteString("vfork returned\n")
 	for {
 		time.Sleep(time.Hour)
 	}
+}
+
+// vforkStopped vforks a child that writes the n bytes at line to its
+// stdout, stops itself and, continued, ends; it returns the child's pid
+// in the parent once the child ended, -1 if vfork failed. The child runs
+// on the parent's stack, in its memory: raw system calls only, no stack
+// growth, no race instrumentation.
+//
+//go:nosplit
+//go:norace
+func vforkStopped(line, n uintptr) int {
+	pid, _, errno := syscall.RawSyscall(syscall.SYS_VFORK, 0, 0, 0)
+	if errno != 0 {
+		return -1
+	}
+	if pid == 0 {
+		syscall.RawSyscall(syscall.SYS_WRITE, 1, line, n)
+		self, _, _ := syscall.RawSyscall(syscall.SYS_GETPID, 0, 0, 0)
+		syscall.RawSyscall(syscall.SYS_KILL, self, uintptr(syscall.SIGSTOP), 0)
+		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	return int(pid)
 }
 
 // TestPauseAVforkParentWhoseChildStopped: without a cgroup, a batch caught
