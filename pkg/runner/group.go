@@ -33,7 +33,11 @@ type member struct {
 func (m member) gone() bool { return m.state == "Z" || m.state == "X" || m.state == "x" }
 
 // stopped reports whether the process is stopped by a signal or a tracer.
-func (m member) stopped() bool { return m.state == "T" || m.state == "t" }
+func (m member) stopped() bool { return m.state != "" && stoppedState(m.state[0]) }
+
+// stoppedState reports whether a /proc state letter is a stop by a signal
+// ('T') or a tracer ('t').
+func stoppedState(state byte) bool { return state == 'T' || state == 't' }
 
 func memberOf(s procfs.ProcStat) member {
 	return member{pid: s.PID, state: s.State, startTicks: s.Starttime, rss: int64(s.ResidentMemory()), cpu: cpuTime(s)}

@@ -898,7 +898,7 @@ func (b *Batch) Pause() error {
 		var running []int
 		stop := func(pid int, ticks uint64, state byte) {
 			p := proc{pid, ticks}
-			if state == 'T' || state == 't' || (state == 'D' && sent[p]) {
+			if stoppedState(state) || (state == 'D' && sent[p]) {
 				return
 			}
 			running = append(running, pid)
