@@ -85,7 +85,9 @@
 // logged only when its reason changes; the first status of a new manifest
 // that is only queued (waiting for a worker at most) waits up to
 // QueuedWriteDelay (3 s), so that a short task is written once, when it
-// runs. Measured batches reach the history store every 250 ms at most,
+// runs, and these first statuses go out 64 at once, then 20 a second,
+// oldest first (queuedwrites.go), so that a flood run faster than that
+// is written once per task too. Measured batches reach the history store every 250 ms at most,
 // one transaction for all. The owner takes every spool event and inbox
 // note already waiting before it hands the writes, and the writes due
 // together are one group commit (spool.Spool.WriteStatuses: one syncfs,

@@ -78,7 +78,8 @@ func (p *pendingWrite) dirty() bool { return p.version > p.written }
 // the owner hands it versioned copies (never blocking), and a write that
 // hangs (a file system stuck, an API call up to its timeout) delays no
 // spool event. It owns when each status is written (duewrites.go), how
-// many one pass writes (flushlimit.go), the group commit, and the
+// many one pass writes (flushlimit.go), how fast the first statuses of
+// tasks only queued go out (queuedwrites.go), the group commit, and the
 // backoff of a failed write; it tells the owner each write's outcome.
 type statusWriter struct {
 	spool    Spool
@@ -103,6 +104,9 @@ type statusWriter struct {
 	// Owned by the writer's goroutine.
 	files map[string]*pendingWrite
 	due   dueQueue
+	// queued holds back the first writes of tasks only queued
+	// (queuedwrites.go).
+	queued queuedLimit
 	// duePopped counts the items a pass popped (tests).
 	duePopped int
 	// errorsChanged: the set of failing writes changed since it was
@@ -252,7 +256,7 @@ func (w *statusWriter) pass(now time.Time, all bool) time.Duration {
 			}
 		}
 	} else {
-		due = w.popDue(now)
+		due = w.limitQueued(w.popDue(now), now)
 		// limitDue sorts due in place: what it leaves is due[flushMax:],
 		// still due, written by the next pass.
 		var left int
@@ -268,7 +272,11 @@ func (w *statusWriter) pass(now time.Time, all bool) time.Duration {
 			w.schedule(p, w.dueAt(p, now)) // at its retry
 		}
 	}
-	return w.nextDue(now)
+	next, token := w.nextDue(now), w.nextToken(now)
+	if next == 0 || (token > 0 && token < next) {
+		return token
+	}
+	return next
 }
 
 // groupWriter is a Spool that writes several statuses as one group

@@ -1,0 +1,104 @@
+package reconcile
+
+import "time"
+
+// The first status of a task only queued (waiting for a worker, written
+// at QueuedWriteDelay) is the costliest write a task gets (the file's
+// first, with its whole-file self-check) and, in a flood, the most
+// useless: thousands of short tasks dropped at once each come due 3 s
+// after they were read, while the queue runs them at hundreds a second.
+// These writes go out queuedWriteBurst at once, then queuedWriteRate a
+// second, oldest first; one whose task ran meanwhile is written once,
+// when it ran (its phase change). A queue that lasts is written all the
+// same: 1,000 tasks queued behind a long one within 50 s.
+const (
+	queuedWriteBurst = flushMax
+	queuedWriteRate  = 20 // per second
+)
+
+// queuedLimit is the statusWriter's budget for those writes: a token
+// bucket and, behind it, the records that wait for a token, oldest first.
+// Owned by the writer's goroutine.
+type queuedLimit struct {
+	// tokens is how many such writes may go out now (queuedWriteBurst
+	// at most), as of at.
+	tokens float64
+	at     time.Time
+	// backlog holds the records deferred, oldest first; a record written
+	// or changed since (its task ran) is dropped when its turn comes.
+	backlog []*pendingWrite
+}
+
+// queuedOnly reports whether p's write is the first status of a task only
+// queued: due at queuedUntil, not for a phase change or a batch's end.
+func (p *pendingWrite) queuedOnly() bool {
+	return !p.queuedUntil.IsZero() && p.urgentAt.IsZero() && !p.commit
+}
+
+// limitQueued takes from due the first writes of tasks only queued,
+// behind any deferred earlier, and gives back those the budget allows at
+// now, oldest first; the rest wait in the backlog.
+func (w *statusWriter) limitQueued(due []*pendingWrite, now time.Time) []*pendingWrite {
+	l := &w.queued
+	kept := due[:0]
+	for _, p := range due {
+		if p.queuedOnly() {
+			l.backlog = append(l.backlog, p)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	if len(l.backlog) == 0 {
+		return kept
+	}
+	l.refill(now)
+	n := 0
+	for n < len(l.backlog) && l.tokens >= 1 {
+		p := l.backlog[n]
+		n++
+		if w.queuedWaiting(p) {
+			l.tokens--
+			kept = append(kept, p)
+		}
+	}
+	// Stale records at the head cost nothing more: drop them too.
+	for n < len(l.backlog) && !w.queuedWaiting(l.backlog[n]) {
+		n++
+	}
+	clear(l.backlog[:n])
+	l.backlog = l.backlog[n:]
+	return kept
+}
+
+// queuedWaiting reports whether p, in the backlog, still waits for a
+// token: its first status unwritten, nothing newer made it due (a record
+// scheduled again is in the due queue, and written from there).
+func (w *statusWriter) queuedWaiting(p *pendingWrite) bool {
+	return w.current(p) && p.queuedOnly() && p.dueItemAt.IsZero()
+}
+
+// refill adds the tokens earned since the last refill.
+func (l *queuedLimit) refill(now time.Time) {
+	if l.at.IsZero() {
+		l.tokens, l.at = queuedWriteBurst, now
+		return
+	}
+	if d := now.Sub(l.at); d > 0 {
+		l.tokens = min(queuedWriteBurst, l.tokens+d.Seconds()*queuedWriteRate)
+		l.at = now
+	}
+}
+
+// nextToken is how long until the backlog's head may be written (0:
+// nothing is deferred).
+func (w *statusWriter) nextToken(now time.Time) time.Duration {
+	l := &w.queued
+	if len(l.backlog) == 0 {
+		return 0
+	}
+	l.refill(now)
+	if l.tokens >= 1 {
+		return time.Millisecond
+	}
+	return time.Duration((1 - l.tokens) / queuedWriteRate * float64(time.Second))
+}
