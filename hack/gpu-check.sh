@@ -47,6 +47,9 @@ timeout 30 "$bin" budgets --spool "$spool"
 free=$(smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 | tr -d ' ')
 each=$((free * 6 / 10)) # two contracts of 60 % of the free memory
 use=$((each / 2))
+# Each task learns in a profile of its own: they run the same program, and
+# on an H200 (2026-12-04) over's suggestion (45Gi) was learned from a's and
+# b's 43 GiB batches while they shared one.
 task() { # NAME GPU_MEMORY ALLOC_MIB SECONDS
 	cat >"$spool/$1.yaml" <<EOF
 apiVersion: lardon3d.io/v1alpha1
@@ -55,7 +58,7 @@ metadata: {name: $1}
 spec:
   command: [$alloc, '$3', '$4']
   items: {count: 1}
-  resources: {gpuSlots: 1, fixed: {memory: 256Mi, gpuMemory: $2}}
+  resources: {gpuSlots: 1, profile: gpu-check-$1, fixed: {memory: 256Mi, gpuMemory: $2}}
 EOF
 }
 run() { timeout 240 "$bin" run --spool "$spool" --exit-when-done --load-threshold -1 --gpu-slots 2 --log-level warn; }
