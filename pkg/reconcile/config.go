@@ -32,9 +32,10 @@ type Config struct {
 	// QueuedWriteDelay is how long the first status of a new manifest
 	// that is only queued (Pending, waiting for a worker at most) may wait
 	// for its write (default 3 s): a task that starts meanwhile is written
-	// once, with its phase change, so that thousands of short tasks
-	// dropped at once are not each written twice. Any other reason to
-	// wait, and any phase change, is written as usual.
+	// once, with its phase change. These first writes then go out 64 at
+	// once and 20 a second after that (queuedwrites.go), so that thousands
+	// of short tasks dropped at once are not each written twice. Any
+	// other reason to wait, and any phase change, is written as usual.
 	QueuedWriteDelay time.Duration
 	// ExitWhenDone makes Run return once every task is settled.
 	ExitWhenDone bool
