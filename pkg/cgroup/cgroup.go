@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // Controller names used in a Ref's Dirs. On v2 the single directory is
@@ -592,7 +594,7 @@ func writeFile(path, v string) error {
 // readWords returns the space-separated words of a file, each without a
 // leading '+'; nil when it cannot be read.
 func readWords(path string) []string {
-	b, err := os.ReadFile(path)
+	b, err := kernfile.Read(path)
 	if err != nil {
 		return nil
 	}
@@ -605,7 +607,7 @@ func readWords(path string) []string {
 
 // readInt reads a file holding one integer; "max" reads as 0.
 func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := kernfile.Read(path)
 	if err != nil {
 		return 0, err
 	}
@@ -623,7 +625,7 @@ func readInt(path string) (int64, error) {
 // readKeyed reads a "key value" per line file (memory.stat, memory.events,
 // memory.oom_control, cpu.stat) into a map.
 func readKeyed(path string) (map[string]int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := kernfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // Group is one batch's control group.
@@ -151,7 +153,7 @@ func (g *Group) Procs() ([]int, error) {
 	if d == "" {
 		return nil, fmt.Errorf("cgroup: no directory left: %w", os.ErrNotExist)
 	}
-	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+	b, err := kernfile.Read(filepath.Join(d, "cgroup.procs"))
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +416,7 @@ func (g *Group) setFrozen(on bool) error {
 // Frozen reports whether the kernel has every process of the group frozen.
 func (g *Group) Frozen() (bool, error) {
 	if g.ref.Version == 1 {
-		b, err := os.ReadFile(filepath.Join(g.ref.Dirs[Freezer], "freezer.state"))
+		b, err := kernfile.Read(filepath.Join(g.ref.Dirs[Freezer], "freezer.state"))
 		if err != nil {
 			return false, err
 		}

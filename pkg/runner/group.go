@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // member is one process of a group, as read from /proc/PID/stat.
@@ -274,7 +275,7 @@ var bootID = sync.OnceValue(func() string { return readBootID(procfs.DefaultMoun
 // readBootID returns the kernel's boot id under the proc root, "" when it
 // cannot be read.
 func readBootID(procRoot string) string {
-	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id"))
+	b, err := kernfile.Read(filepath.Join(procRoot, "sys/kernel/random/boot_id"))
 	if err != nil {
 		return ""
 	}

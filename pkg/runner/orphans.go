@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // BatchIDEnv names the variable that marks every process of a batch: a
@@ -140,7 +142,7 @@ func childPIDs(pid int) []int {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	var out []int
 	for _, t := range tasks {
-		b, err := os.ReadFile(t)
+		b, err := kernfile.Read(t)
 		if err != nil {
 			continue
 		}
@@ -169,7 +171,7 @@ const pfKthread = 0x00200000
 // whether it is a kernel thread.
 func readStat(procRoot string, pid int) (procStat, error) {
 	path := filepath.Join(procRoot, strconv.Itoa(pid), "stat")
-	data, err := os.ReadFile(path)
+	data, err := kernfile.Read(path)
 	if err != nil {
 		return procStat{}, err
 	}
@@ -209,7 +211,7 @@ func carriesMarker(procRoot string, pid int, entry []byte) bool {
 // read had anything in it: a process between an execve's new memory and
 // its new environment shows none for a moment.
 func readsMarker(procRoot string, pid int, entry []byte) (carries, nonEmpty bool) {
-	env, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "environ"))
+	env, err := kernfile.Read(filepath.Join(procRoot, strconv.Itoa(pid), "environ"))
 	if err != nil {
 		return false, true // unreadable is another user's, not a moment of an execve
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // procTGIDOffset is where procfs's root directory puts the process with
@@ -103,7 +105,7 @@ func pidsWrapped(procRoot string, after int) bool {
 // nsLastPid returns the last pid the kernel gave out in the pid namespace
 // of the reader of procRoot (ns_last_pid), false when it cannot be read.
 func nsLastPid(procRoot string) (int, bool) {
-	b, err := os.ReadFile(filepath.Join(procRoot, "sys", "kernel", "ns_last_pid"))
+	b, err := kernfile.Read(filepath.Join(procRoot, "sys", "kernel", "ns_last_pid"))
 	if err != nil {
 		return 0, false
 	}
