@@ -24,8 +24,9 @@ type queuedLimit struct {
 	// at most), as of at.
 	tokens float64
 	at     time.Time
-	// backlog holds the records deferred, oldest first; a record written
-	// or changed since (its task ran) is dropped when its turn comes.
+	// backlog holds the records deferred, oldest first, each once
+	// (pendingWrite.inBacklog); a record written or changed since (its
+	// task ran) is dropped when its turn comes.
 	backlog []*pendingWrite
 }
 
@@ -42,10 +43,14 @@ func (w *statusWriter) limitQueued(due []*pendingWrite, now time.Time) []*pendin
 	l := &w.queued
 	kept := due[:0]
 	for _, p := range due {
-		if p.queuedOnly() {
-			l.backlog = append(l.backlog, p)
-		} else {
+		switch {
+		case !p.queuedOnly():
 			kept = append(kept, p)
+		case !p.inBacklog:
+			// A record already there (requeued since) keeps its place:
+			// in twice, it could be written twice by one pass.
+			p.inBacklog = true
+			l.backlog = append(l.backlog, p)
 		}
 	}
 	if len(l.backlog) == 0 {
@@ -55,6 +60,7 @@ func (w *statusWriter) limitQueued(due []*pendingWrite, now time.Time) []*pendin
 	n := 0
 	for n < len(l.backlog) && l.tokens >= 1 {
 		p := l.backlog[n]
+		p.inBacklog = false
 		n++
 		if w.queuedWaiting(p) {
 			l.tokens--
@@ -63,6 +69,7 @@ func (w *statusWriter) limitQueued(due []*pendingWrite, now time.Time) []*pendin
 	}
 	// Stale records at the head cost nothing more: drop them too.
 	for n < len(l.backlog) && !w.queuedWaiting(l.backlog[n]) {
+		l.backlog[n].inBacklog = false
 		n++
 	}
 	clear(l.backlog[:n])

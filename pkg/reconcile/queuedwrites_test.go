@@ -114,3 +114,35 @@ func TestQueuedFirstWritesOfAQueueThatLasts(t *testing.T) {
 		t.Errorf("the backlog still holds %d records once every status is written", len(d.w.queued.backlog))
 	}
 }
+
+// TestQueuedFirstWriteRequeuedWhileDeferred: a task requeued (its
+// manifest edited) while its first status waits for the budget is
+// written once, even when the writer comes back late, with tokens enough
+// for everything deferred in one pass (a slow write held it).
+func TestQueuedFirstWriteRequeuedWhileDeferred(t *testing.T) {
+	d := newQueuedDrive(t)
+	const n = 100
+	path := func(i int) string { return fmt.Sprintf("/spool/r%03d.yaml", i) }
+	for i := range n {
+		d.send(path(i), writeRequest{queuedUntil: d.now.Add(3 * time.Second)})
+	}
+	d.step(3 * time.Second)
+	deferred := -1
+	for i := range n {
+		if d.rec.writes[path(i)] == 0 {
+			deferred = i
+		}
+	}
+	if deferred < 0 {
+		t.Fatal("nothing deferred")
+	}
+	d.send(path(deferred), writeRequest{queuedUntil: d.now})
+	d.w.pass(d.now, false)
+	d.now = d.now.Add(10 * time.Second)
+	d.w.pass(d.now, false)
+	for i := range n {
+		if c := d.rec.writes[path(i)]; c != 1 {
+			t.Errorf("%s written %d times, want once", path(i), c)
+		}
+	}
+}

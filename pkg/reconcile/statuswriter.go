@@ -67,8 +67,10 @@ type pendingWrite struct {
 	err          error
 	failingSince time.Time
 	// dueItemAt is the time of the record's live item in the due queue
-	// (zero: none).
+	// (zero: none); inBacklog says the record waits in the backlog of
+	// first statuses of queued tasks (queuedwrites.go).
 	dueItemAt time.Time
+	inBacklog bool
 }
 
 func (p *pendingWrite) dirty() bool { return p.version > p.written }
