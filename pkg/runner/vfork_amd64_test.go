@@ -75,6 +75,17 @@ func TestPauseAVforkParentWhoseChildStopped(t *testing.T) {
 		st, err := readStat("/proc", leader)
 		return err == nil && st.state == 'D'
 	})
+	// The child writes its line, then stops itself: a Pause and a Resume
+	// between the two would leave it stopping after the Resume, and the
+	// leader in vfork for good.
+	waitFor(t, "the vfork child to stop itself", func() bool {
+		kids := childPIDs(leader)
+		if len(kids) != 1 {
+			return false
+		}
+		st, err := readStat("/proc", kids[0])
+		return err == nil && st.state == 'T'
+	})
 	if err := b.Pause(); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
