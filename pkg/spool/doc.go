@@ -153,12 +153,14 @@
 // is checked.
 //
 // The keeper watches each displaced inode for Options.DisplacedGrace
-// (100 ms), polling its lease every 2 ms. A broken lease means a writer
-// whose open() looked the name up before the swap is writing into it: the
-// keeper lets it, waits until it closes the file, and merges what it wrote
-// into the manifest (the user's version with the latest edit re-applied
-// when only status changed since, the appended bytes when it was an
-// append; otherwise the version is kept beside the manifest as
+// (100 ms), polling its lease every 5 ms (keeperPoll). A broken lease
+// means a writer whose open() looked the name up before the swap is
+// writing into it: the keeper lets it, waits until it closes the file,
+// and merges what it wrote into the manifest (the user's version with the
+// latest edit re-applied when only status changed since, the appended
+// bytes when it was an append, the user's version then the lines appended
+// to the manifest when the manifest only gained lines at its end since;
+// otherwise the version is kept beside the manifest as
 // NAME.yaml.lardon3d-conflict-HEX and logged).
 //
 // # The remaining window

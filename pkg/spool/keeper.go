@@ -143,11 +143,17 @@ func (s *Spool) settleKept(k *kept) {
 	appended, isAppend := bytes.CutPrefix(d, k.base)
 	err = s.editAs(k.path, func(cur []byte) ([]byte, error) {
 		var cand []byte
+		curUser := s.userPart(k.path, cur)
 		switch {
-		case bytes.Equal(s.userPart(k.path, cur), k.liveUser):
+		case bytes.Equal(curUser, k.liveUser):
 			cand = d // only status changed since: the user's version wins
 		case isAppend:
 			cand = append(bytes.Clone(cur), appended...)
+		case bytes.HasPrefix(curUser, k.liveUser):
+			// The manifest only gained lines at its end since (a writer
+			// that rewrote the old inode in place, then appended to the
+			// new one): the user's version, then those lines.
+			cand = append(bytes.Clone(d), curUser[len(k.liveUser):]...)
 		default:
 			return nil, errMergeConflict
 		}
