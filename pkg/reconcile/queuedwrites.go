@@ -1,6 +1,10 @@
 package reconcile
 
-import "time"
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+)
 
 // The first status of a task only queued (waiting for a worker, written
 // at QueuedWriteDelay) is the costliest write a task gets (the file's
@@ -20,14 +24,17 @@ const (
 // bucket and, behind it, the records that wait for a token, oldest first.
 // Owned by the writer's goroutine.
 type queuedLimit struct {
-	// tokens is how many such writes may go out now (queuedWriteBurst
-	// at most), as of at.
-	tokens float64
-	at     time.Time
+	// tokens allows queuedWriteBurst at once, then queuedWriteRate a
+	// second, on the pass's clock.
+	tokens *rate.Limiter
 	// backlog holds the records deferred, oldest first, each once
 	// (pendingWrite.inBacklog); a record written or changed since (its
 	// task ran) is dropped when its turn comes.
 	backlog []*pendingWrite
+}
+
+func newQueuedLimit() queuedLimit {
+	return queuedLimit{tokens: rate.NewLimiter(queuedWriteRate, queuedWriteBurst)}
 }
 
 // queuedOnly reports whether p's write is the first status of a task only
@@ -56,14 +63,13 @@ func (w *statusWriter) limitQueued(due []*pendingWrite, now time.Time) []*pendin
 	if len(l.backlog) == 0 {
 		return kept
 	}
-	l.refill(now)
 	n := 0
-	for n < len(l.backlog) && l.tokens >= 1 {
+	for n < len(l.backlog) && l.tokens.TokensAt(now) >= 1 {
 		p := l.backlog[n]
 		p.inBacklog = false
 		n++
 		if w.queuedWaiting(p) {
-			l.tokens--
+			l.tokens.AllowN(now, 1)
 			kept = append(kept, p)
 		}
 	}
@@ -84,18 +90,6 @@ func (w *statusWriter) queuedWaiting(p *pendingWrite) bool {
 	return w.current(p) && p.queuedOnly() && p.dueItemAt.IsZero()
 }
 
-// refill adds the tokens earned since the last refill.
-func (l *queuedLimit) refill(now time.Time) {
-	if l.at.IsZero() {
-		l.tokens, l.at = queuedWriteBurst, now
-		return
-	}
-	if d := now.Sub(l.at); d > 0 {
-		l.tokens = min(queuedWriteBurst, l.tokens+d.Seconds()*queuedWriteRate)
-		l.at = now
-	}
-}
-
 // nextToken is how long until the backlog's head may be written (0:
 // nothing is deferred).
 func (w *statusWriter) nextToken(now time.Time) time.Duration {
@@ -103,9 +97,9 @@ func (w *statusWriter) nextToken(now time.Time) time.Duration {
 	if len(l.backlog) == 0 {
 		return 0
 	}
-	l.refill(now)
-	if l.tokens >= 1 {
+	tokens := l.tokens.TokensAt(now)
+	if tokens >= 1 {
 		return time.Millisecond
 	}
-	return time.Duration((1 - l.tokens) / queuedWriteRate * float64(time.Second))
+	return time.Duration((1 - tokens) / queuedWriteRate * float64(time.Second))
 }

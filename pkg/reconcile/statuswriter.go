@@ -129,6 +129,7 @@ func newStatusWriter(sp Spool, timing writeTiming, metrics Metrics, log zerolog.
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		files:     make(map[string]*pendingWrite),
+		queued:    newQueuedLimit(),
 	}
 }
 
