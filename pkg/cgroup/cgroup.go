@@ -579,7 +579,7 @@ func Load(ref Ref) (*Group, error) {
 
 // writeFile writes v to a kernel file in one write, without creating it.
 func writeFile(path, v string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := kernfile.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}

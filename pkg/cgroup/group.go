@@ -119,7 +119,7 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 			closeDoors()
 			return nil, fmt.Errorf("cgroup: no way back from the %s hierarchy", c)
 		}
-		door, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
+		door, err := kernfile.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
 		if err != nil {
 			closeDoors()
 			return nil, fmt.Errorf("cgroup: %w", err)

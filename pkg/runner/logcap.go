@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // DefaultLogMaxBytes is Spec.LogMaxBytes's usual value (the controller's
@@ -77,7 +79,7 @@ func openLog(path string, fresh bool) (*os.File, error) {
 	if fresh {
 		flags |= os.O_EXCL
 	}
-	return os.OpenFile(path, flags, 0o644)
+	return kernfile.OpenFile(path, flags, 0o644)
 }
 
 // run copies r, the read end of the batch's output pipe, until every

@@ -48,7 +48,7 @@ func seekableProc(procRoot string) bool {
 // readProcFrom lists at most n entries (n <= 0: all) of procRoot from the
 // offset of pid from on.
 func readProcFrom(procRoot string, from, n int) ([]string, error) {
-	d, err := os.Open(procRoot)
+	d, err := kernfile.OpenFile(procRoot, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
 	}

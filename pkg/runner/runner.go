@@ -23,6 +23,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // pauseWait bounds how long Pause waits for every process to stop.
@@ -661,7 +662,7 @@ loop:
 			}
 		}
 		for _, n := range notes {
-			if f, ferr := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|unix.O_NOFOLLOW, 0); ferr == nil {
+			if f, ferr := kernfile.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|unix.O_NOFOLLOW, 0); ferr == nil {
 				_, _ = fmt.Fprintf(f, "=== batch %d: %s ===\n", s.BatchIndex, n)
 				_ = f.Close()
 			}

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/kernfile"
 )
 
 // Spares recycles the items files of successful batches: their inodes are
@@ -171,7 +173,7 @@ func fillItemsFile(path string, data []byte, u *User, create bool) error {
 	if create {
 		flags |= os.O_CREATE
 	}
-	f, err := os.OpenFile(path, flags, 0o600)
+	f, err := kernfile.OpenFile(path, flags, 0o600)
 	if err != nil {
 		return err
 	}
@@ -181,7 +183,7 @@ func fillItemsFile(path string, data []byte, u *User, create bool) error {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		if f, err = os.OpenFile(path, flags|os.O_EXCL, 0o600); err != nil {
+		if f, err = kernfile.OpenFile(path, flags|os.O_EXCL, 0o600); err != nil {
 			return err
 		}
 		err = claimItemsFile(f, u)
