@@ -153,9 +153,13 @@
 // is checked.
 //
 // The keeper watches each displaced inode for Options.DisplacedGrace
-// (100 ms), polling its lease every 5 ms (keeperPoll). A broken lease
+// (100 ms; up to keeperSweep, 25 ms, longer). The kernel signals a lease
+// broken (SIGIO, which wakes the keeper: the writer's open() waits well
+// under a millisecond for it, TestALeaseBreakWakesTheKeeper), and the
+// keeper looks at every lease each sweep besides. A broken lease
 // means a writer whose open() looked the name up before the swap is
-// writing into it: the keeper lets it, waits until it closes the file,
+// writing into it: the keeper lets it, waits until it closes the file
+// (looking every 5 ms, keeperPoll),
 // and merges what it wrote into the manifest (the user's version with the
 // latest edit re-applied when only status changed since, the appended
 // bytes when it was an append, the user's version then the lines appended

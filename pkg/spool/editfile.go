@@ -118,6 +118,8 @@ type editStats struct {
 	// KnownLayout counts status edits made through a known layout (no
 	// parse of the file).
 	KnownLayout atomic.Int64
+	// KeeperLooks counts the keeper's looks at the displaced inodes.
+	KeeperLooks atomic.Int64
 }
 
 // EditFile applies edit to the manifest at path, through the same checked

@@ -182,8 +182,8 @@ func TestAppendsDuringStatusWrites(t *testing.T) {
 // inode, no truncation on open) against continuous write-backs; after each,
 // once two more write-back rounds ended, the edit is there, or, when the
 // writer's open reached the version a round was displacing (it broke the
-// lease), it is there once the keeper merged it back (the keeper polls
-// every 2 ms; on a loaded machine two rounds can end before it does).
+// lease), it is there once the keeper merged it back (the break wakes the
+// keeper; on a loaded machine two rounds can end before it merges).
 func TestInPlaceWritesDuringStatusWrites(t *testing.T) {
 	const n = 200
 	dir := fastTempDir(t)
