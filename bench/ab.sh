@@ -8,12 +8,16 @@
 # The spools are removed at the end only: on ext4 without a journal, files
 # deleted in the last minutes slow every file creation.
 # The log goes to a file, as in bench/run.sh (JSON lines: not a terminal).
+# Each run starts once the CPU pressure the last one left has settled
+# (bench/settle.sh).
 # Environment: BENCHKIT (default bin/benchkit), CONTROLLER_FLAGS.
 set -euo pipefail
 
-[ $# -ge 2 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
+[ $# -ge 2 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
 old=$1 new=$2 rounds=${3:-4} n=${4:-2000}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/settle.sh
+. "$ROOT/bench/settle.sh"
 BK=${BENCHKIT:-$ROOT/bin/benchkit}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -24,6 +28,7 @@ run() {
 	local spool=$work/$RANDOM$RANDOM/spool pid last="" s e
 	mkdir -p "$spool" && chmod 700 "$spool"
 	"$BK" spool-gen --kind trivial --n "$n" --dir "$spool" >/dev/null
+	settle_cpu
 	s=$(date +%s.%N)
 	# shellcheck disable=SC2086
 	"$1" run --spool "$spool" --exit-when-done --max-parallel 2 ${CONTROLLER_FLAGS:-} >/dev/null 2>"$spool.log" &

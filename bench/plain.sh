@@ -10,12 +10,15 @@
 # again, tsp and the controller in turn first (tsp first in odd rounds),
 # and the end prints each one's median and the ratio of the medians: what
 # a process start costs here moves within minutes, and only runs side by
-# side compare. Needs task-spooler; no root, no cgroup envelope (that is
-# bench/run.sh).
+# side compare. Each run starts once the CPU pressure of the one before
+# has settled (bench/settle.sh). Needs task-spooler; no root, no cgroup
+# envelope (that is bench/run.sh).
 set -euo pipefail
 n=${1:?usage: plain.sh N [ROUNDS]}
 rounds=${2:-1}
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/settle.sh
+. bench/settle.sh
 command -v tsp >/dev/null || { echo "plain.sh: tsp (task-spooler) is not installed" >&2 && exit 2; }
 [ -x bin/benchkit ] || go build -o bin/benchkit ./bench/benchkit
 work=$(mktemp -d)
@@ -27,6 +30,7 @@ since() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.2f", e - s }'; }
 # Each run prints its line and appends "SUBJECT SECONDS" to $work/walls.
 run_xargs() {
 	local s
+	settle_cpu
 	s=$(now)
 	seq "$n" | xargs -P 2 -I{} true
 	wall=$(since "$s")
@@ -36,6 +40,7 @@ run_xargs() {
 
 run_tsp() {
 	local s
+	settle_cpu
 	tsp -S 2
 	s=$(now)
 	for _ in $(seq "$n"); do tsp true >/dev/null; done
@@ -50,6 +55,7 @@ run_controller() {
 	local spool=$work/spool$1 pid last="" s
 	mkdir -m 700 "$spool"
 	bin/benchkit spool-gen --kind trivial --n "$n" --dir "$spool" >/dev/null
+	settle_cpu
 	s=$(now)
 	XDG_STATE_HOME=$work/state$1 LARDON3D_RUN_DIR=$work/run$1 \
 		bin/lardon3d-controller run --spool "$spool" --exit-when-done --max-parallel 2 >/dev/null 2>"$work/controller$1.log" &

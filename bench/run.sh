@@ -25,6 +25,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
+# shellcheck source=bench/settle.sh
+. "$BENCH/settle.sh"
 SCALE=1 MEM_SCALE="" ONLY="" FAST=0 AGAIN=0 INSTALL=1 SLURM=0
 OUT=$BENCH/out
 ALL_CASES="micro reaction throughput idle flood crash packing-A packing-B packing-C packing-D packing-E"
@@ -205,12 +207,17 @@ if want throughput; then
 		spool=$OUT/throughput/spool
 		mkdir -p "$spool" && chmod 700 "$spool"
 		# Writing the manifests is the controller's enqueue: it is timed.
+		# Each subject starts once the pressure of the one before settled.
+		settle_cpu
 		"${m[@]}" --subject lardon3d-controller --spool "$spool" -- bash -c \
 			'"$0" spool-gen --kind trivial --n "$1" --dir "$2" && shift 2 && exec "$@"' \
 			"$BK" "$n" "$spool" "$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/throughput.log"
 	fi
+	settle_cpu
 	"${m[@]}" --subject "tsp -S $NPROC" --exit0-means-done -- bash "$BENCH/peers.sh" tsp-true "$NPROC" "$n"
+	settle_cpu
 	"${m[@]}" --subject "parallel -j $NPROC" --exit0-means-done -- bash "$BENCH/peers.sh" parallel-true "$NPROC" "$n"
+	settle_cpu
 	"${m[@]}" --subject "xargs -P $NPROC" --exit0-means-done -- bash "$BENCH/peers.sh" xargs-true "$NPROC" "$n"
 fi
 
