@@ -41,9 +41,11 @@ run_xargs() {
 run_tsp() {
 	local s
 	settle_cpu
+	# Each job's output goes to a file in the TMPDIR its client had.
+	mkdir -p "$work/tsp"
 	tsp -S 2
 	s=$(now)
-	for _ in $(seq "$n"); do tsp true >/dev/null; done
+	for _ in $(seq "$n"); do TMPDIR=$work/tsp tsp true >/dev/null; done
 	while tsp | grep -q -E ' (running|queued) '; do sleep 0.01; done
 	wall=$(since "$s")
 	echo "tsp -S 2: $n tasks in $wall s"
