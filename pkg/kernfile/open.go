@@ -1,11 +1,6 @@
 package kernfile
 
-import (
-	"io/fs"
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "os"
 
 // OpenFile is os.OpenFile for a file Go's poller cannot wait on: a
 // regular file, a directory, a file of /proc, /sys or a cgroup file
@@ -19,15 +14,9 @@ import (
 // setuid, setgid or sticky bit). Its errors are *fs.PathError, as
 // os.OpenFile's.
 func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
-	var fd int
-	var err error
-	for {
-		if fd, err = unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm())); err != unix.EINTR {
-			break
-		}
-	}
+	fd, err := open(name, flag, uint32(perm.Perm()))
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), name), nil
 }

@@ -14,15 +14,9 @@ const initialSize = 4 << 10
 // calls (see the package comment). Its errors are *fs.PathError, so that
 // errors.Is(err, fs.ErrNotExist) holds as for os.ReadFile.
 func Read(path string) ([]byte, error) {
-	var fd int
-	var err error
-	for {
-		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != unix.EINTR {
-			break
-		}
-	}
+	fd, err := open(path, unix.O_RDONLY, 0)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	defer unix.Close(fd)
 	buf := make([]byte, 0, initialSize)
@@ -40,5 +34,20 @@ func Read(path string) ([]byte, error) {
 			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+	}
+}
+
+// open opens name with O_CLOEXEC added, again when interrupted; its
+// errors are *fs.PathError.
+func open(name string, flag int, perm uint32) (int, error) {
+	for {
+		fd, err := unix.Open(name, flag|unix.O_CLOEXEC, perm)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		return fd, nil
 	}
 }
