@@ -37,3 +37,24 @@ func TestDescribeLearnedOneBatchSize(t *testing.T) {
 		t.Fatalf("describe with two sizes:\n%s", out)
 	}
 }
+
+// A profile whose larger batches cost more per item: describe says how the
+// task's items left are split, by the same rule as the learner (n* 28, 64
+// items left: two batches of 32), and a plain cap once they fit one.
+func TestDescribeLearnedEfficientSplit(t *testing.T) {
+	e := reconcile.ProfileEstimate{Total: 12, Samples: 12, EfficientBatch: 28}
+	sp := v1alpha1.TaskSpec{Command: []string{"x"}}
+	for _, tc := range []struct {
+		done int64
+		want string
+	}{
+		{0, "the 64 items left take the least time in all in batches of at most 32 (2 even batches)"},
+		{40, "batches above 28 items cost more time per item: capped at 28"},
+	} {
+		var b strings.Builder
+		describeLearned(&b, &sp, &v1alpha1.TaskStatus{Progress: v1alpha1.Progress{ItemsTotal: 64, ItemsDone: tc.done}}, &e)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%d items done: describe lacks %q:\n%s", tc.done, tc.want, b.String())
+		}
+	}
+}

@@ -364,6 +364,42 @@ func (m *Model) fitBatchCost(items, secs []float64) {
 	m.BatchTimeGrowth = time.Duration(c * float64(time.Second))
 }
 
+// EfficientCap is the batch cap under which left items take the least
+// time in all, by a profile's batch cost a + b·n + c·n² whose least time
+// per item is at efficient (its Model.EfficientBatch, n* = √(a/c)). Left
+// items in k batches evened out cost k·a + b·left + c·Σn², least near
+// k = left/n*: of the caps that split left into about that many batches,
+// the one that costs least. Where n* is 28, 64 items then run as two
+// batches of 32, not three of 22: per batch n* is best, for the items
+// left the number of batches is. It returns efficient when left is
+// unknown (0) or fits one such batch, and 0 when the profile has none
+// (efficient 0).
+func EfficientCap(efficient, left int64) int64 {
+	if efficient <= 0 || left <= efficient {
+		return efficient
+	}
+	best, least := efficient, splitCost(efficient, left, efficient)
+	for k := max(left/efficient-1, 1); k <= left/efficient+2; k++ {
+		if n := (left + k - 1) / k; n != best {
+			if c := splitCost(efficient, left, n); c < least {
+				best, least = n, c
+			}
+		}
+	}
+	return best
+}
+
+// splitCost is the time, in units of c, of left items in batches of at
+// most n evened out (as the governor evens them: as many batches as n
+// takes, sizes differing by one at most) where a batch of m items costs
+// a + c·m² beyond its items' linear time, with a = c·star².
+func splitCost(star, left, n int64) float64 {
+	k := (left + n - 1) / n
+	small, big := left/k, left%k // big batches hold one item more
+	return float64(k)*float64(star)*float64(star) +
+		float64(k-big)*float64(small)*float64(small) + float64(big)*float64(small+1)*float64(small+1)
+}
+
 // Costs turns the model into an estimate: the fit, the residual quantile
 // and the margins, raised so that every batch killed for memory would get
 // more than it had (bumped when no batch succeeded since), and capped in

@@ -66,9 +66,10 @@ type Config struct {
 	ProvisionalBytes    int64
 	// BatchPolicy chooses among the batches that fit: BatchEfficient (the
 	// default, "" included: each task's share of memory beside the tasks
-	// ready to run (governor.Estimate.Peers), and the least predicted time
-	// per item once a profile's batches showed larger ones cost more per
-	// item) or BatchLargest (the largest that fits).
+	// ready to run (governor.Estimate.Peers), and, once a profile's
+	// batches showed larger ones cost more per item, the task's items left
+	// in the even batches with the least predicted time in all:
+	// history.EfficientCap) or BatchLargest (the largest that fits).
 	BatchPolicy string
 	// HistoryPath is the learned history's store, shared by every spool
 	// of a Host (default: the first spool's STATE/history.db).

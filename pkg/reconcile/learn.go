@@ -31,8 +31,8 @@ type learner struct {
 	// with nothing known; provisionalBytes, when > 0, replaces it.
 	provisional      float64
 	provisionalBytes int64
-	// efficient caps every batch at the profile's EfficientBatch
-	// (--batch-policy efficient).
+	// efficient caps every batch at the profile's history.EfficientCap for the
+	// task's items left (--batch-policy efficient).
 	efficient bool
 	// persist hands a record to the store's writer; it never blocks.
 	persist func(history.Entry)
@@ -104,9 +104,10 @@ func (l *learner) Estimate(t *queue.Task, kills queue.Kills) governor.Estimate {
 	// memory against the batches' fixed time.
 	e.BatchTime, e.ItemTime = m.DurationFixed, m.DurationPerItem
 	if l.efficient && m.EfficientBatch > 0 {
-		// Among the batches that fit, the least time per item: its
-		// predicted time per item is convex in the batch size.
-		e.BatchMax = min(e.BatchMax, max(m.EfficientBatch, e.BatchMin))
+		// The items left in the number of batches that takes the least
+		// time in all: the predicted time of a batch is convex in its
+		// size.
+		e.BatchMax = min(e.BatchMax, max(history.EfficientCap(m.EfficientBatch, t.ItemsTotal-t.ItemsDone), e.BatchMin))
 	}
 	return e
 }
