@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,9 +65,14 @@ func readProcFrom(procRoot string, from, n int) ([]string, error) {
 }
 
 // pidsAfter returns the pids listed in procRoot above after (after <= 0:
-// every pid). When the kernel's pids wrapped round since after was given
-// out (ns_last_pid below it), the processes started since may have any
-// pid, and every pid is returned.
+// every pid) and at most the last pid given out once they were listed:
+// the kernel gives pids out in increasing order until they wrap round, so
+// a process above that last one is older than after's, from before a
+// wrap (a machine whose pids wrapped round has its kernel threads and
+// daemons there, and a scan for what a batch started need not read
+// them). When the kernel's pids wrapped round since after was given out
+// (ns_last_pid below it), the processes started since may have any pid,
+// and every pid is returned.
 func pidsAfter(procRoot string, after int) ([]int, error) {
 	if after > 0 && pidsWrapped(procRoot, after) {
 		after = 0
@@ -85,9 +91,15 @@ func pidsAfter(procRoot string, after int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	upto := math.MaxInt
+	if after > 0 {
+		if last, ok := nsLastPid(procRoot); ok && last >= after {
+			upto = last
+		}
+	}
 	pids := make([]int, 0, len(names))
 	for _, name := range names {
-		if pid, err := strconv.Atoi(name); err == nil && pid > after {
+		if pid, err := strconv.Atoi(name); err == nil && pid > after && pid <= upto {
 			pids = append(pids, pid)
 		}
 	}

@@ -12,8 +12,9 @@ import (
 // TestPidsAfterSeeksPastOlderProcesses: on this kernel's procfs the
 // listing starts at the pid asked for. A process started after the test
 // is listed, the test's own pid and every older one are not (unless the
-// pids wrapped round), and no process above the test's pid that is older
-// than the child is missing.
+// pids wrapped round), no process above the test's pid and up to the last
+// pid given out that is older than the child is missing, and every
+// process above that last pid is older than the test.
 func TestPidsAfterSeeksPastOlderProcesses(t *testing.T) {
 	if !seekableProc("/proc") {
 		t.Fatal("seeking /proc to a pid does not list from that pid on this kernel")
@@ -59,11 +60,24 @@ func TestPidsAfterSeeksPastOlderProcesses(t *testing.T) {
 	if !slices.Contains(all, 1) || !slices.Contains(all, self) {
 		t.Errorf("pidsAfter(0) = %v, without init or the test", all)
 	}
+	// The bound pidsAfter puts at the last pid given out: every process
+	// above it is older than the test (given out before the pids wrapped
+	// round), on a machine where they did and kernel threads sit there.
+	last, ok := nsLastPid("/proc")
+	if !ok {
+		t.Fatal("ns_last_pid cannot be read")
+	}
+	selfTicks := mustStartTicks(t, self)
 	for _, pid := range all {
-		if pid > self && alive(pid) && !slices.Contains(got, pid) {
+		if pid > self && pid <= last && alive(pid) && !slices.Contains(got, pid) {
 			// Started between the two listings, or missed by the seek.
 			if st, err := readStat("/proc", pid); err == nil && st.startTicks < mustStartTicks(t, child.Process.Pid) {
 				t.Errorf("process %d, older than the child, is missing from the seeking listing", pid)
+			}
+		}
+		if pid > last && last >= self {
+			if st, err := readStat("/proc", pid); err == nil && st.startTicks > selfTicks {
+				t.Errorf("process %d, above the last pid given out (%d), started after the test", pid, last)
 			}
 		}
 	}
@@ -81,7 +95,8 @@ func mustStartTicks(t *testing.T, pid int) uint64 {
 // TestPidsAfterReadsEveryPidWhenPidsWrapped: a directory that is not a
 // procfs is listed whole and filtered; a last pid below the one asked
 // for (the kernel's pids wrapped round) or an unreadable one lists every
-// pid, since a process started since may have any pid.
+// pid, since a process started since may have any pid; one above it
+// bounds the pids listed, those above being older.
 func TestPidsAfterReadsEveryPidWhenPidsWrapped(t *testing.T) {
 	root := t.TempDir()
 	for _, name := range []string{"3", "10", "20", "self", "sys"} {
@@ -109,6 +124,9 @@ func TestPidsAfterReadsEveryPidWhenPidsWrapped(t *testing.T) {
 	}{
 		{"", 10, []int{3, 10, 20}},
 		{"30\n", 10, []int{20}},
+		{"20\n", 10, []int{20}},
+		{"15\n", 10, []int{}}, // 20 is older than 10: given out before the pids wrapped round
+		{"15\n", 0, []int{3, 10, 20}},
 		{"30\n", 0, []int{3, 10, 20}},
 		{"5\n", 10, []int{3, 10, 20}},
 		{"not a pid", 10, []int{3, 10, 20}},
