@@ -110,7 +110,8 @@
 //   - pause: the cgroup frozen (every member, whatever its session), or,
 //     without one, SIGSTOP to the group and to the processes found outside it;
 //   - the end: the leader is waited for without being reaped (waitid
-//     WNOWAIT), so its pid and group id cannot be reused while the rest of
+//     WNOWAIT, once its pidfd is readable in Go's poller: no thread is
+//     blocked per batch), so its pid and group id cannot be reused while the rest of
 //     the batch is killed; every process left in the cgroup (or, without
 //     one, the group) after the leader exited gets SIGKILL
 //     (Result.Stragglers counts them); only when no live process remains
@@ -153,8 +154,9 @@
 // format, so that numbers read the same everywhere) and pkg/cgroup.
 //
 // Concurrency: each Batch has one supervising goroutine that owns sampling,
-// the timeout, cancellation and the end, plus one goroutine blocked in
-// waitid. Pause and Resume are serialized by Batch.opMu, which is taken
+// the timeout, cancellation and the end, plus one goroutine waiting for the
+// leader's exit (parked in the poller, or blocked in waitid on a kernel
+// without pidfds). Pause and Resume are serialized by Batch.opMu, which is taken
 // before Batch.mu (the pause accounting, held only briefly); the supervisor
 // takes only Batch.mu.
 package runner

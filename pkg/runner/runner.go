@@ -372,9 +372,13 @@ func cgroupName(s Spec) string {
 
 // waitLeader closes exited when pid has exited, without reaping it: the
 // zombie keeps the pid and the group id from being reused while the rest of
-// the group is killed.
+// the group is killed. It waits in Go's poller on a pidfd where the kernel
+// has them (Linux 5.4), else in waitid.
 func waitLeader(pid int, exited chan<- struct{}) {
 	defer close(exited)
+	if pollLeader(pid) {
+		return
+	}
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -382,6 +386,45 @@ func waitLeader(pid int, exited chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// pollLeader waits until pid has exited, without reaping it, on a pidfd
+// in Go's poller: no thread sits blocked in waitid for the batch's life,
+// which the scheduler would take the thread's processor from and hand it
+// back after (a thread woken and one put to sleep per batch, and the
+// runtime's monitor polling at its fastest meanwhile). False when the
+// kernel has no pidfd or the poller cannot take it: wait in waitid.
+func pollLeader(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if errors.Is(err, unix.EINVAL) { // before Linux 5.10: no PIDFD_NONBLOCK
+		if fd, err = unix.PidfdOpen(pid, 0); err == nil {
+			if err = unix.SetNonblock(fd, true); err != nil {
+				_ = unix.Close(fd)
+			}
+		}
+	}
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), "pidfd") // non-blocking: in the poller
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var waitErr error
+	err = rc.Read(func(uintptr) bool {
+		var info unix.Siginfo
+		waitErr = unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		if errors.Is(waitErr, unix.EINTR) {
+			return false
+		}
+		// A waitable child reports SIGCHLD; none yet leaves it 0.
+		return waitErr != nil || info.Signo == int32(unix.SIGCHLD)
+	})
+	// An error of waitid itself (no P_PIDFD before Linux 5.4): the
+	// caller's waitid decides. ECHILD: reaped already, it exited.
+	return err == nil && (waitErr == nil || errors.Is(waitErr, unix.ECHILD))
 }
 
 // supervise owns the batch from start to end: it samples memory, enforces
