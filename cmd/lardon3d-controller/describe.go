@@ -15,7 +15,6 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
-	"github.com/lardon3d/lardon3d-controller/pkg/history"
 	"github.com/lardon3d/lardon3d-controller/pkg/listing"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
@@ -342,13 +341,13 @@ func describeLearned(tw io.Writer, sp *v1alpha1.TaskSpec, st *v1alpha1.TaskStatu
 		fmt.Fprintf(tw, "Suggested:\t%s%s\n", reconcile.ResourcesBlock(e.Costs), note)
 	}
 	if e.EfficientBatch > 0 {
-		left := st.Progress.ItemsTotal - st.Progress.ItemsDone
-		capped := history.EfficientCap(e.EfficientBatch, left)
-		why := fmt.Sprintf("capped at %d", capped)
-		if left > e.EfficientBatch {
-			why = fmt.Sprintf("the %d items left take the least time in all in batches of at most %d (%d even batches)", left, capped, (left+capped-1)/capped)
+		capped := e.BatchCap()
+		why := fmt.Sprintf("capped at %d, the largest batch within 5%% of the least time per item", capped)
+		if left := st.Progress.ItemsTotal - st.Progress.ItemsDone; left > capped {
+			k := (left + capped - 1) / capped
+			why += fmt.Sprintf(": the %d items left run in %d even batches of at most %d", left, k, (left+k-1)/k)
 		}
-		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item: %s (--batch-policy efficient, the default; largest lifts the cap)\n", e.EfficientBatch, why)
+		fmt.Fprintf(tw, "Batch size:\tbatches above %d items cost more time per item; %s (--batch-policy efficient, the default; largest lifts the cap)\n", e.EfficientBatch, why)
 	}
 }
 

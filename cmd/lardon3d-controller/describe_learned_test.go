@@ -38,23 +38,24 @@ func TestDescribeLearnedOneBatchSize(t *testing.T) {
 	}
 }
 
-// A profile whose larger batches cost more per item: describe says how the
-// task's items left are split, by the same rule as the learner (n* 28, 64
-// items left: two batches of 32), and a plain cap once they fit one.
+// A profile whose larger batches cost more per item: describe gives the
+// cap the learner applies (the largest batch within 5 % of the least time
+// per item: 44 where n* is 22) and how the task's items left are evened
+// out under it (64: two batches of 32).
 func TestDescribeLearnedEfficientSplit(t *testing.T) {
-	e := reconcile.ProfileEstimate{Total: 12, Samples: 12, EfficientBatch: 28}
+	e := reconcile.ProfileEstimate{Total: 12, Samples: 12, EfficientBatch: 22, BatchCost: history.BatchCost{Fixed: 1, PerItem: 0.38, PerItemSquared: 1.0 / 484}}
 	sp := v1alpha1.TaskSpec{Command: []string{"x"}}
 	for _, tc := range []struct {
-		done int64
-		want string
+		done       int64
+		want, lack string
 	}{
-		{0, "the 64 items left take the least time in all in batches of at most 32 (2 even batches)"},
-		{40, "batches above 28 items cost more time per item: capped at 28"},
+		{0, "capped at 44, the largest batch within 5% of the least time per item: the 64 items left run in 2 even batches of at most 32", ""},
+		{40, "batches above 22 items cost more time per item; capped at 44", "items left run in"},
 	} {
 		var b strings.Builder
 		describeLearned(&b, &sp, &v1alpha1.TaskStatus{Progress: v1alpha1.Progress{ItemsTotal: 64, ItemsDone: tc.done}}, &e)
-		if !strings.Contains(b.String(), tc.want) {
-			t.Errorf("%d items done: describe lacks %q:\n%s", tc.done, tc.want, b.String())
+		if !strings.Contains(b.String(), tc.want) || (tc.lack != "" && strings.Contains(b.String(), tc.lack)) {
+			t.Errorf("%d items done: describe lacks %q or holds %q:\n%s", tc.done, tc.want, tc.lack, b.String())
 		}
 	}
 }

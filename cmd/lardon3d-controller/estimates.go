@@ -95,7 +95,7 @@ func printEstimates(w io.Writer, est []reconcile.ProfileEstimate, output string)
 			// Larger batches were seen to cost more per item.
 			best = fmt.Sprint(e.EfficientBatch)
 			if e.OK {
-				sug += fmt.Sprintf(", batch: {max: %d}", e.EfficientBatch)
+				sug += fmt.Sprintf(", batch: {max: %d}", e.BatchCap())
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Profile), e.State, e.Samples, e.Censored,
@@ -185,7 +185,7 @@ func estimateViews(est []reconcile.ProfileEstimate) []estimateView {
 				PerThread: memoryCost{reconcile.SuggestedQuantity(e.Costs.PerThreadBytes)},
 			}
 			if e.EfficientBatch > 0 {
-				v.Suggested.Batch = &suggestedMax{Max: e.EfficientBatch}
+				v.Suggested.Batch = &suggestedMax{Max: e.BatchCap()}
 			}
 		}
 		out = append(out, v)

@@ -137,10 +137,9 @@ type Model struct {
 	DurationFixed, DurationPerItem time.Duration
 	// EfficientBatch is the batch size with the least predicted time per
 	// item when larger batches were seen to cost more per item (0: none
-	// seen); BatchTimeGrowth is the fitted extra time per item², the
-	// quadratic term of duration ≈ a + b·n + c·n².
-	EfficientBatch  int64
-	BatchTimeGrowth time.Duration
+	// seen); BatchCost is the fit that says so (zero with none).
+	EfficientBatch int64
+	BatchCost      BatchCost
 	// Efficiency is the mean of peak ÷ reserved memory over the successful
 	// batches whose reservation is known (0: none), as Slurm's seff.
 	Efficiency float64
@@ -361,43 +360,42 @@ func (m *Model) fitBatchCost(items, secs []float64) {
 		return
 	}
 	m.EfficientBatch = max(int64(math.Round(star)), 1)
-	m.BatchTimeGrowth = time.Duration(c * float64(time.Second))
+	m.BatchCost = BatchCost{Fixed: a, PerItem: b, PerItemSquared: c}
 }
 
-// EfficientCap is the batch cap under which left items take the least
-// time in all, by a profile's batch cost a + b·n + c·n² whose least time
-// per item is at efficient (its Model.EfficientBatch, n* = √(a/c)). Left
-// items in k batches evened out cost k·a + b·left + c·Σn², least near
-// k = left/n*: of the caps that split left into about that many batches,
-// the one that costs least. Where n* is 28, 64 items then run as two
-// batches of 32, not three of 22: per batch n* is best, for the items
-// left the number of batches is. It returns efficient when left is
-// unknown (0) or fits one such batch, and 0 when the profile has none
-// (efficient 0).
-func EfficientCap(efficient, left int64) int64 {
-	if efficient <= 0 || left <= efficient {
-		return efficient
-	}
-	best, least := efficient, splitCost(efficient, left, efficient)
-	for k := max(left/efficient-1, 1); k <= left/efficient+2; k++ {
-		if n := (left + k - 1) / k; n != best {
-			if c := splitCost(efficient, left, n); c < least {
-				best, least = n, c
-			}
-		}
-	}
-	return best
+// BatchCost is a profile's batch duration in seconds, Fixed +
+// PerItem·n + PerItemSquared·n² for n items, fitted where larger batches
+// were seen to cost more per item (PerItemSquared > 0).
+type BatchCost struct {
+	Fixed          float64 `json:"fixedSeconds"`
+	PerItem        float64 `json:"perItemSeconds"`
+	PerItemSquared float64 `json:"perItemSquaredSeconds"`
 }
 
-// splitCost is the time, in units of c, of left items in batches of at
-// most n evened out (as the governor evens them: as many batches as n
-// takes, sizes differing by one at most) where a batch of m items costs
-// a + c·m² beyond its items' linear time, with a = c·star².
-func splitCost(star, left, n int64) float64 {
-	k := (left + n - 1) / n
-	small, big := left/k, left%k // big batches hold one item more
-	return float64(k)*float64(star)*float64(star) +
-		float64(k-big)*float64(small)*float64(small) + float64(big)*float64(small+1)*float64(small+1)
+// costlierPerItem is how much more time per item than the least a batch
+// may take and still be chosen: the bar fitBatchCost sets for n* itself.
+// A saving the fit cannot tell from the noise of its batches' durations
+// is no reason for more batches, each paying the fixed costs again (a
+// process start, memory allocated anew).
+const costlierPerItem = 1.05
+
+// Cap is the batch cap by the cost: the largest batch whose predicted time
+// per item, a/n + b + c·n, is within 5 % of the least, at n* = √(a/c).
+// The governor evens a task's items left out under it, so they run in the
+// fewest batches that keep to that bar: where n* is 22 but 32 items cost
+// 1 % more per item, 64 items run as 32 + 32, not 22 + 21 + 21, sparing a
+// batch's fixed costs the fit cannot tell from noise. 0 for a cost with
+// no growth (c = 0).
+func (c BatchCost) Cap() int64 {
+	if c.PerItemSquared <= 0 || c.Fixed <= 0 {
+		return 0
+	}
+	a, b, q := c.Fixed, c.PerItem, c.PerItemSquared
+	// a/n + b + q·n = bar·(b + 2√(a·q)), the larger root in n.
+	rhs := costlierPerItem*(b+2*math.Sqrt(a*q)) - b
+	n := (rhs + math.Sqrt(max(rhs*rhs-4*a*q, 0))) / (2 * q)
+	// Never below n* as EfficientBatch rounds it.
+	return max(int64(math.Floor(n+1e-9)), int64(math.Round(math.Sqrt(a/q))), 1)
 }
 
 // Costs turns the model into an estimate: the fit, the residual quantile

@@ -357,25 +357,30 @@ func TestGPURecords(t *testing.T) {
 	}
 }
 
-// EfficientCap splits the items left into the number of even batches with
-// the least predicted time in all, whatever n* and the items left: checked
-// against every number of batches on a fixed-seed sample, and on the case
-// of the packing bench (n* 28, 64 items: two batches of 32, where capping
-// at 28 ran three of 22).
-func TestEfficientCapLeastTimeInAll(t *testing.T) {
-	for _, tc := range []struct{ star, left, want int64 }{
-		{28, 64, 32}, {22, 64, 22}, {20, 64, 22}, {28, 28, 28}, {28, 10, 28}, {28, 0, 28}, {0, 64, 0}, {1, 5, 1},
+// BatchCost.Cap is the largest batch within 5 % of the least time per
+// item, whatever the cost (fixed-seed sample, checked against every size);
+// and a task's items left, evened out under it batch after batch as the
+// governor does, take at most 5 % more time in all than their quickest
+// split. The packing bench's case: n* 22, but 32 items cost 1 % more per
+// item, so 64 items run as 32 + 32, a batch's fixed costs spared.
+func TestBatchCostCapWithinTheBar(t *testing.T) {
+	for _, tc := range []struct {
+		c    BatchCost
+		want int64
+	}{
+		{BatchCost{1, 0.38, 1.0 / 484}, 44}, // n* 22: up to 44 within 5 %; 64 items as 32 + 32
+		{BatchCost{2, 0.2, 0.005}, 31},      // n* 20: 64 items as 22 + 21 + 21
+		{BatchCost{2, 0.2, 0}, 0},           // no growth: no cap
+		{BatchCost{0.0001, 0, 0.01}, 1},     // n* 0.1: batches of one
+		{BatchCost{100, 10, 0.0001}, 6956},  // n* 1000, the items' time dwarfs the rest
 	} {
-		if got := EfficientCap(tc.star, tc.left); got != tc.want {
-			t.Errorf("EfficientCap(%d, %d) = %d, want %d", tc.star, tc.left, got, tc.want)
+		if got := tc.c.Cap(); got != tc.want {
+			t.Errorf("%+v.Cap() = %d, want %d", tc.c, got, tc.want)
 		}
 	}
-	// cost is a split's predicted time from its batch sizes, a = n*², c = 1.
-	cost := func(star int64, sizes []int64) (sum float64) {
-		for _, n := range sizes {
-			sum += float64(star*star + n*n)
-		}
-		return sum
+	perItem := func(c BatchCost, n int64) float64 {
+		x := float64(n)
+		return c.Fixed/x + c.PerItem + c.PerItemSquared*x
 	}
 	// split is left in batches of at most n, evened out as the governor
 	// does (evenBatch), one batch after another.
@@ -388,33 +393,30 @@ func TestEfficientCapLeastTimeInAll(t *testing.T) {
 		}
 		return sizes
 	}
+	cost := func(c BatchCost, sizes []int64) (sum float64) {
+		for _, n := range sizes {
+			sum += float64(n) * perItem(c, n)
+		}
+		return sum
+	}
 	rng := rand.New(rand.NewPCG(35, 1))
-	for range 3000 {
-		star, left := 1+rng.Int64N(100), 1+rng.Int64N(2000)
-		got := EfficientCap(star, left)
-		if got < 1 || (left > star && got > left) {
-			t.Fatalf("EfficientCap(%d, %d) = %d, out of range", star, left, got)
+	for range 1000 {
+		c := BatchCost{Fixed: 0.05 + 5*rng.Float64(), PerItem: rng.Float64(), PerItemSquared: 0.0001 + 0.05*rng.Float64()}
+		got := c.Cap()
+		// The least time per item, at n* (a batch size need not be whole
+		// there).
+		star := math.Sqrt(c.Fixed / c.PerItemSquared)
+		least := c.Fixed/star + c.PerItem + c.PerItemSquared*star
+		if got < 1 || (float64(got) >= star && perItem(c, got) > costlierPerItem*least*(1+1e-9)) || perItem(c, got+1) <= costlierPerItem*least*(1-1e-9) {
+			t.Fatalf("%+v.Cap() = %d: %.4f s per item there, %.4f s at %d, the least %.4f s", c, got, perItem(c, got), perItem(c, got+1), got+1, least)
 		}
-		if left <= star {
-			continue
-		}
-		best := math.Inf(1)
+		left := 1 + rng.Int64N(1500)
+		quickest := math.Inf(1)
 		for n := int64(1); n <= left; n++ {
-			best = min(best, cost(star, split(left, n)))
+			quickest = min(quickest, cost(c, split(left, n)))
 		}
-		if g := cost(star, split(left, got)); g > best {
-			t.Fatalf("EfficientCap(%d, %d) = %d: %.0f in all, the best split %.0f", star, left, got, g, best)
-		}
-		// The cap is asked again before every batch, for the items left
-		// then: the batches it gives one after another cost no more.
-		var sizes []int64
-		for rest := left; rest > 0; {
-			m := split(rest, EfficientCap(star, rest))[0]
-			sizes = append(sizes, m)
-			rest -= m
-		}
-		if g := cost(star, sizes); g > best {
-			t.Fatalf("n* %d, %d items left: batches %v asked one by one cost %.0f, the best split %.0f", star, left, sizes, g, best)
+		if g := cost(c, split(left, got)); g > costlierPerItem*quickest*(1+1e-9) {
+			t.Fatalf("%+v, cap %d, %d items left: %v take %.3f s, the quickest split %.3f s", c, got, left, split(left, got), g, quickest)
 		}
 	}
 }

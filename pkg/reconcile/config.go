@@ -67,9 +67,9 @@ type Config struct {
 	// BatchPolicy chooses among the batches that fit: BatchEfficient (the
 	// default, "" included: each task's share of memory beside the tasks
 	// ready to run (governor.Estimate.Peers), and, once a profile's
-	// batches showed larger ones cost more per item, the task's items left
-	// in the even batches with the least predicted time in all:
-	// history.EfficientCap) or BatchLargest (the largest that fits).
+	// batches showed larger ones cost more per item, the largest batch
+	// within 5 % of the least predicted time per item:
+	// history.BatchCost.Cap) or BatchLargest (the largest that fits).
 	BatchPolicy string
 	// HistoryPath is the learned history's store, shared by every spool
 	// of a Host (default: the first spool's STATE/history.db).

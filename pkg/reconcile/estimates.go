@@ -55,10 +55,20 @@ type ProfileEstimate struct {
 	// when larger batches cost more per item (0: none seen): a batch.max
 	// to suggest, the cap of --batch-policy efficient.
 	EfficientBatch int64 `json:"efficientBatch,omitempty"`
+	// BatchCost is the fit behind EfficientBatch: how a task's items left
+	// are split (its Cap).
+	BatchCost history.BatchCost `json:"batchCost,omitzero"`
 	// Efficiency is the mean peak ÷ reserved memory.
 	Efficiency float64 `json:"efficiency"`
 	// LastBatch is when the newest batch ended.
 	LastBatch time.Time `json:"lastBatch"`
+}
+
+// BatchCap is the batch cap --batch-policy efficient puts on the
+// profile's batches (0: none): its BatchCost's Cap, or EfficientBatch
+// where the fit is not known (a summary published before it was).
+func (e ProfileEstimate) BatchCap() int64 {
+	return max(e.BatchCost.Cap(), e.EfficientBatch)
 }
 
 // EstimateOf summarises a profile of book.
@@ -72,7 +82,7 @@ func EstimateOf(book *history.Book, profile string) ProfileEstimate {
 		FittedPerInputByte: m.PerInputByte, InputPerItem: int64(m.InputPerItem),
 		Residual: int64(m.Residual), Costs: s.Costs, OK: s.OK, Note: s.Note,
 		MaxItems: m.MaxItems, MaxThreads: m.MaxThreads, MaxPeak: m.MaxPeak,
-		DurationFixed: m.DurationFixed, DurationPerItem: m.DurationPerItem, EfficientBatch: m.EfficientBatch,
+		DurationFixed: m.DurationFixed, DurationPerItem: m.DurationPerItem, EfficientBatch: m.EfficientBatch, BatchCost: m.BatchCost,
 		Efficiency: m.Efficiency, LastBatch: m.LastTime,
 	}
 }

@@ -31,8 +31,8 @@ type learner struct {
 	// with nothing known; provisionalBytes, when > 0, replaces it.
 	provisional      float64
 	provisionalBytes int64
-	// efficient caps every batch at the profile's history.EfficientCap for the
-	// task's items left (--batch-policy efficient).
+	// efficient caps every batch at the profile's BatchCost.Cap
+	// (--batch-policy efficient).
 	efficient bool
 	// persist hands a record to the store's writer; it never blocks.
 	persist func(history.Entry)
@@ -104,10 +104,9 @@ func (l *learner) Estimate(t *queue.Task, kills queue.Kills) governor.Estimate {
 	// memory against the batches' fixed time.
 	e.BatchTime, e.ItemTime = m.DurationFixed, m.DurationPerItem
 	if l.efficient && m.EfficientBatch > 0 {
-		// The items left in the number of batches that takes the least
-		// time in all: the predicted time of a batch is convex in its
-		// size.
-		e.BatchMax = min(e.BatchMax, max(history.EfficientCap(m.EfficientBatch, t.ItemsTotal-t.ItemsDone), e.BatchMin))
+		// The largest batch within 5 % of the least predicted time per
+		// item: the governor evens the items left out under it.
+		e.BatchMax = min(e.BatchMax, max(m.BatchCost.Cap(), e.BatchMin))
 	}
 	return e
 }
