@@ -383,7 +383,7 @@ const costlierPerItem = 1.05
 // per item, a/n + b + c·n, is within 5 % of the least, at n* = √(a/c).
 // The governor evens a task's items left out under it, so they run in the
 // fewest batches that keep to that bar: where n* is 22 but 32 items cost
-// 1 % more per item, 64 items run as 32 + 32, not 22 + 21 + 21, sparing a
+// 1.4 % more per item, 64 items run as 32 + 32, not 22 + 21 + 21, sparing a
 // batch's fixed costs the fit cannot tell from noise. 0 for a cost with
 // no growth (c = 0).
 func (c BatchCost) Cap() int64 {

@@ -361,7 +361,7 @@ func TestGPURecords(t *testing.T) {
 // item, whatever the cost (fixed-seed sample, checked against every size);
 // and a task's items left, evened out under it batch after batch as the
 // governor does, take at most 5 % more time in all than their quickest
-// split. The packing bench's case: n* 22, but 32 items cost 1 % more per
+// split. The packing bench's case: n* 22, but 32 items cost 1.4 % more per
 // item, so 64 items run as 32 + 32, a batch's fixed costs spared.
 func TestBatchCostCapWithinTheBar(t *testing.T) {
 	for _, tc := range []struct {

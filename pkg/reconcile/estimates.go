@@ -52,11 +52,10 @@ type ProfileEstimate struct {
 	DurationFixed   time.Duration `json:"durationFixed"`
 	DurationPerItem time.Duration `json:"durationPerItem"`
 	// EfficientBatch is the batch with the least predicted time per item
-	// when larger batches cost more per item (0: none seen): a batch.max
-	// to suggest, the cap of --batch-policy efficient.
+	// when larger batches cost more per item (0: none seen).
 	EfficientBatch int64 `json:"efficientBatch,omitempty"`
-	// BatchCost is the fit behind EfficientBatch: how a task's items left
-	// are split (its Cap).
+	// BatchCost is the fit behind EfficientBatch, which gives the cap of
+	// --batch-policy efficient (BatchCap), the batch.max to suggest.
 	BatchCost history.BatchCost `json:"batchCost,omitzero"`
 	// Efficiency is the mean peak ÷ reserved memory.
 	Efficiency float64 `json:"efficiency"`
