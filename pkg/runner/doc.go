@@ -111,9 +111,9 @@
 //     without one, SIGSTOP to the group and to the processes found outside it;
 //   - the end: the leader is waited for without being reaped (waitid
 //     WNOWAIT, once its pidfd is readable in Go's poller: no thread is
-//     blocked per batch), so its pid and group id cannot be reused while the rest of
-//     the batch is killed; every process left in the cgroup (or, without
-//     one, the group) after the leader exited gets SIGKILL
+//     blocked per batch), so its pid and group id cannot be reused while
+//     the rest of the batch is killed; every process left in the cgroup
+//     (or, without one, the group) after the leader exited gets SIGKILL
 //     (Result.Stragglers counts them); only when no live process remains
 //     is the leader reaped and Wait released. Zombies count as gone: they
 //     hold no memory and their parent owns them.
