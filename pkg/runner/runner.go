@@ -415,9 +415,9 @@ func pollLeader(pid int) bool {
 	var waitErr error
 	err = rc.Read(func(uintptr) bool {
 		var info unix.Siginfo
-		waitErr = unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
-		if errors.Is(waitErr, unix.EINTR) {
-			return false
+		waitErr = unix.EINTR
+		for errors.Is(waitErr, unix.EINTR) { // at once: the poller tells an exit once
+			waitErr = unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
 		}
 		// A waitable child reports SIGCHLD; none yet leaves it 0.
 		return waitErr != nil || info.Signo == int32(unix.SIGCHLD)
