@@ -391,9 +391,8 @@ func waitLeader(pid int, exited chan<- struct{}) {
 // pollLeader waits until pid has exited, without reaping it, on a pidfd
 // in Go's poller: no thread sits blocked in waitid for the batch's life,
 // which the scheduler would take the thread's processor from and hand it
-// back after (a thread woken and one put to sleep per batch, and the
-// runtime's monitor polling at its fastest meanwhile). False when the
-// kernel has no pidfd or the poller cannot take it: wait in waitid.
+// back after (a thread woken and one put to sleep per batch). False when
+// the kernel has no pidfd or the poller cannot take it: wait in waitid.
 func pollLeader(pid int) bool {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if errors.Is(err, unix.EINVAL) { // before Linux 5.10: no PIDFD_NONBLOCK
