@@ -71,47 +71,47 @@ func readProcFrom(procRoot string, from, n int) ([]string, error) {
 // wrap (a machine whose pids wrapped round has its kernel threads and
 // daemons there, and a scan for what a batch started need not read
 // them). When the kernel's pids wrapped round since after was given out
-// (ns_last_pid below it), the processes started since may have any pid,
-// and every pid is returned.
+// (ns_last_pid below it, or unreadable), the processes started since may
+// have any pid, and every pid is returned.
 func pidsAfter(procRoot string, after int) ([]int, error) {
-	if after > 0 && pidsWrapped(procRoot, after) {
-		after = 0
-	}
-	var names []string
-	var err error
-	if after > 0 && seekableProc(procRoot) {
-		names, err = readProcFrom(procRoot, after+1, 0)
-	} else {
-		var ents []os.DirEntry
-		ents, err = os.ReadDir(procRoot)
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-	}
+	names, err := listProc(procRoot, after)
 	if err != nil {
 		return nil, err
 	}
-	upto := math.MaxInt
 	if after > 0 {
 		if last, ok := nsLastPid(procRoot); ok && last >= after {
-			upto = last
+			return pidsIn(names, after, last), nil
+		}
+		if names, err = listProc(procRoot, 0); err != nil {
+			return nil, err
 		}
 	}
+	return pidsIn(names, 0, math.MaxInt), nil
+}
+
+// listProc lists procRoot, from pid after+1 on where it can seek there
+// (after > 0), else whole.
+func listProc(procRoot string, after int) ([]string, error) {
+	if after > 0 && seekableProc(procRoot) {
+		return readProcFrom(procRoot, after+1, 0)
+	}
+	ents, err := os.ReadDir(procRoot)
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, err
+}
+
+// pidsIn returns the names that are pids above after and at most upto.
+func pidsIn(names []string, after, upto int) []int {
 	pids := make([]int, 0, len(names))
 	for _, name := range names {
 		if pid, err := strconv.Atoi(name); err == nil && pid > after && pid <= upto {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, nil
-}
-
-// pidsWrapped reports whether the last pid the kernel gave out in
-// procRoot's namespace is below after: its pids wrapped round since. An
-// unreadable figure counts as wrapped (every pid is read).
-func pidsWrapped(procRoot string, after int) bool {
-	last, ok := nsLastPid(procRoot)
-	return !ok || last < after
+	return pids
 }
 
 // nsLastPid returns the last pid the kernel gave out in the pid namespace

@@ -38,7 +38,8 @@ func TestPidsAfterSeeksPastOlderProcesses(t *testing.T) {
 			t.Errorf("listing /proc from %d holds %d", child.Process.Pid, pid)
 		}
 	}
-	wrapped := pidsWrapped("/proc", self)
+	before, ok := nsLastPid("/proc")
+	wrapped := !ok || before < self
 	got, err := pidsAfter("/proc", self)
 	if err != nil {
 		t.Fatal(err)

@@ -1,32 +1,25 @@
 package runner
 
 import (
-	"bytes"
-	"os"
 	"os/exec"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // osThreads is how many threads this process has now.
 func osThreads(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	self, err := procfs.Self()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("Threads:")); ok {
-			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+	st, err := self.Stat()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no Threads line in /proc/self/status")
-	return 0
+	return st.NumThreads
 }
 
 // TestWaitLeaderHoldsNoThread: forty leaders waited on at once take no
