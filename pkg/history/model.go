@@ -136,8 +136,9 @@ type Model struct {
 	// duration ≈ DurationFixed + DurationPerItem·items.
 	DurationFixed, DurationPerItem time.Duration
 	// EfficientBatch is the batch size with the least predicted time per
-	// item when larger batches were seen to cost more per item (0: none
-	// seen); BatchCost is the fit that says so (zero with none).
+	// item when larger batches were seen to cost more per item, clearly
+	// above the durations' noise (0: none seen); BatchCost is the fit that
+	// says so (zero with none).
 	EfficientBatch int64
 	BatchCost      BatchCost
 	// Efficiency is the mean of peak ÷ reserved memory over the successful
@@ -336,8 +337,9 @@ func (m *Model) fitDuration(ok []Record) {
 // fitBatchCost looks for batches that cost more per item as they grow:
 // duration ≈ a + b·n + c·n² with c > 0 puts the least time per item,
 // a/n + b + c·n, at n* = √(a/c). EfficientBatch is n* when at least three
-// batch sizes were seen and n* saves at least 5 % per item against the
-// largest batch seen; 0 otherwise.
+// batch sizes were seen, c stands out of the durations' noise
+// (growthShown), and n* saves at least 5 % per item against the largest
+// batch seen; 0 otherwise.
 func (m *Model) fitBatchCost(items, secs []float64) {
 	distinct := map[float64]bool{}
 	sq := make([]float64, len(items))
@@ -348,9 +350,9 @@ func (m *Model) fitBatchCost(items, secs []float64) {
 	if len(distinct) < 3 {
 		return
 	}
-	beta, _ := fitNonNegative([][]float64{items, sq}, secs)
+	beta, resid := fitNonNegative([][]float64{items, sq}, secs)
 	a, b, c := max(beta[0], 0), beta[1], beta[2]
-	if a <= 0 || c <= 0 {
+	if a <= 0 || c <= 0 || !growthShown(items, sq, resid, c) {
 		return
 	}
 	per := func(n float64) float64 { return a/n + b + c*n }
@@ -361,6 +363,55 @@ func (m *Model) fitBatchCost(items, secs []float64) {
 	}
 	m.EfficientBatch = max(int64(math.Round(star)), 1)
 	m.BatchCost = BatchCost{Fixed: a, PerItem: b, PerItemSquared: c}
+}
+
+// growthStandardErrors is how many standard errors above 0 the fitted
+// growth c must be before it sizes batches. Durations drift with the
+// machine's load (on a shared virtual machine by 10 % within minutes), and
+// a fit of a few batch sizes bends its parabola to whichever size happened
+// to run in a slow hour: on this project's bench machine, 128 batches of
+// packing A (a linear work) at 14, 21, 22 and once 32 items fitted c at
+// 1.8 standard errors and n* at 21, capping batches at 31, so that 64
+// items ran as 22 + 21 + 21 and paid a third batch's fixed costs. The bar
+// is high because the two errors differ: a cap the noise put there keeps
+// the batches at its size, where the fit cannot see past it, while a
+// growth missed lets batches grow, and batches of many sizes show it.
+const growthStandardErrors = 3
+
+// growthShown reports whether the fitted c of a + b·n + c·n² stands at
+// least growthStandardErrors standard errors above 0. Its standard error
+// is the residuals' scale (their MAD, so that a stalled batch does not
+// hide a real growth) over the part of n² that n and the intercept do not
+// explain (Frisch–Waugh). With no residual to estimate a scale from (a fit
+// of three batches, or one that is exact) the growth stands as fitted.
+func growthShown(items, sq, resid []float64, c float64) bool {
+	if len(resid) <= 3 {
+		return true
+	}
+	scale := mad(resid)
+	if scale == 0 {
+		return true
+	}
+	// The residual sum of squares of n² regressed on n.
+	var mn, msq float64
+	for i := range items {
+		mn += items[i]
+		msq += sq[i]
+	}
+	mn /= float64(len(items))
+	msq /= float64(len(items))
+	var sxx, sxy, syy float64
+	for i := range items {
+		dx, dy := items[i]-mn, sq[i]-msq
+		sxx += dx * dx
+		sxy += dx * dy
+		syy += dy * dy
+	}
+	rss := syy - sxy*sxy/sxx
+	if rss <= 0 {
+		return false
+	}
+	return c >= growthStandardErrors*scale/math.Sqrt(rss)
 }
 
 // BatchCost is a profile's batch duration in seconds, Fixed +

@@ -1,8 +1,12 @@
 package history
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,6 +273,95 @@ func TestEfficientBatch(t *testing.T) {
 	}
 	if m := Fit(recs, Params{}); m.EfficientBatch != 0 {
 		t.Fatalf("linear durations: efficient batch %d, want none", m.EfficientBatch)
+	}
+}
+
+// The bench machine's own history (testdata/bench-2026-12-05.tsv): 128
+// batches of packing A, whose work is linear in items, run at 14, 21, 22
+// and once at 32 items while the machine's speed drifted by 10 % and more.
+// The fit's parabola bent to the one slow 32-item batch (n* 21, a cap of
+// 31, so 64 items ran as 22 + 21 + 21); its growth is within the noise, so
+// no efficient batch is claimed.
+func TestEfficientBatchNotClaimedFromDrift(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "bench-2026-12-05.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		var end, elapsed float64
+		var items, reserved, peak int64
+		if _, err := fmt.Sscanf(line, "%f\t%d\t%f\t%d\t%d", &end, &items, &elapsed, &reserved, &peak); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		recs = append(recs, Record{Time: time.Unix(int64(end), 0), Items: items, Threads: 1,
+			PeakMemoryBytes: peak, LimitBytes: reserved, Duration: time.Duration(elapsed * float64(time.Second))})
+	}
+	if len(recs) != 128 {
+		t.Fatalf("%d records, want 128", len(recs))
+	}
+	if m := Fit(recs, Params{}); m.EfficientBatch != 0 || m.BatchCost != (BatchCost{}) {
+		t.Fatalf("efficient batch %d (cost %+v) from durations whose growth is noise, want none", m.EfficientBatch, m.BatchCost)
+	}
+}
+
+// Over many histories of noisy durations (fixed seeds, 8 % noise), a
+// linear work is seldom given an efficient batch, and a work whose time
+// per item grows with the batch is almost always given one near its true
+// n*. Two designs of sizes: a controller's after its slow start (mostly
+// two neighbours, a few smaller and larger), and sizes spread from 8 to 64.
+func TestEfficientBatchAgainstNoise(t *testing.T) {
+	const histories = 400
+	neighbours := func(rng *rand.Rand) int64 {
+		switch u := rng.Float64(); {
+		case u < 0.05:
+			return 14
+		case u < 0.10:
+			return 32
+		case u < 0.55:
+			return 21
+		default:
+			return 22
+		}
+	}
+	spread := func(rng *rand.Rand) int64 { return []int64{8, 16, 24, 32, 48, 64}[rng.IntN(6)] }
+	fit := func(seed uint64, size func(*rand.Rand) int64, cost func(n float64) float64) Model {
+		rng := rand.New(rand.NewPCG(seed, 35))
+		var recs []Record
+		for i := range 128 {
+			n := size(rng)
+			secs := cost(float64(n)) * (1 + 0.08*rng.NormFloat64())
+			recs = append(recs, Record{Time: time.Unix(int64(i), 0), Items: n, Threads: 1,
+				PeakMemoryBytes: (300 + 60*n) * mib, Duration: time.Duration(secs * float64(time.Second))})
+		}
+		return Fit(recs, Params{})
+	}
+	linear := func(n float64) float64 { return 0.5 + 0.44*n }
+	// Least per item at √(2/0.005) = 20; 64 items cost 38 % more per item.
+	growing := func(n float64) float64 { return 2 + 0.2*n + 0.005*n*n }
+	for _, design := range []struct {
+		name string
+		size func(*rand.Rand) int64
+	}{{"neighbours", neighbours}, {"spread", spread}} {
+		var claimed, found int
+		for seed := range uint64(histories) {
+			if fit(seed, design.size, linear).EfficientBatch != 0 {
+				claimed++
+			}
+			if m := fit(seed, design.size, growing); m.EfficientBatch >= 16 && m.EfficientBatch <= 24 {
+				found++
+			}
+		}
+		if claimed > histories/20 {
+			t.Errorf("%s: linear work given an efficient batch in %d of %d histories, want at most 5 %%", design.name, claimed, histories)
+		}
+		if design.name == "spread" && found < histories*9/10 {
+			t.Errorf("%s: growing work given n* near 20 in %d of %d histories, want at least 90 %%", design.name, found, histories)
+		}
+		t.Logf("%s: linear work claimed in %d, growing work found in %d, of %d histories", design.name, claimed, found, histories)
 	}
 }
 
