@@ -159,6 +159,12 @@ cleanup() {
 trap cleanup EXIT
 
 CTL_FLAGS=(--memory-capacity "$BUDGET" --max-parallel "$NPROC")
+# A scaled run learns into a history of its own: its workloads have the
+# full run's profiles (custom/lardon3d-synth) at a fraction of the costs,
+# and the machine's history would fit the next full run to both.
+if [ "$SCALE" != 1 ] || [ "$MEM_SCALE" != 1 ]; then
+	CTL_FLAGS+=(--history "$OUT/history.db")
+fi
 # shellcheck disable=SC2206 # word splitting is the point
 [ -n "${CONTROLLER_FLAGS:-}" ] && CTL_FLAGS+=(${CONTROLLER_FLAGS})
 export BENCH_WORK=$OUT/work
