@@ -429,10 +429,10 @@ learned() {
 }
 # warmup: workload A split in 2 by hand through parallel, inside the
 # envelope, for WARMUP seconds and not measured, before the first packing
-# case. This virtual machine speeds up while a memory-heavy run goes on
-# (the host faults its memory back in): the first subject of a case was the
-# slowest in the runs of 2026-12-04 and 2026-12-05, by 7 to 14 %, whichever
-# it was. The "again" row (--again) still brackets what drift is left.
+# case. This virtual machine speeds up while a memory-heavy run goes on:
+# the first subject of a case was the slowest in the runs of 2026-12-04
+# and 2026-12-05, by 7 to 14 %, whichever it was. The "again" row
+# (--again) still brackets what drift is left.
 warmup() {
 	[ "$WARMUP" -gt 0 ] && [ -z "${WARMED:-}" ] || return 0
 	WARMED=1

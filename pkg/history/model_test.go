@@ -279,9 +279,9 @@ func TestEfficientBatch(t *testing.T) {
 // The bench machine's own history (testdata/bench-2026-12-05.tsv): 128
 // batches of packing A, whose work is linear in items, run at 14, 21, 22
 // and once at 32 items while the machine's speed drifted by 10 % and more.
-// The fit's parabola bent to the one slow 32-item batch (n* 21, a cap of
-// 31, so 64 items ran as 22 + 21 + 21); its growth is within the noise, so
-// no efficient batch is claimed.
+// The fit's parabola bent to the few batches at 14 and 32 items, run in
+// slower minutes (n* 21, a cap of 31, so 64 items ran as 22 + 21 + 21);
+// its growth is within the noise, so no efficient batch is claimed.
 func TestEfficientBatchNotClaimedFromDrift(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "bench-2026-12-05.tsv"))
 	if err != nil {
