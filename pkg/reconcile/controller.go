@@ -25,7 +25,9 @@ import (
 // Spool is what the controller needs of the spool directory; *spool.Spool
 // is one.
 type Spool interface {
-	// Run watches the directory until ctx ends; Events carries what it sees.
+	// Run watches the directory until ctx ends; Events carries what it
+	// sees, its first listing followed by one Synced event (the queue
+	// dispatches nothing before every spool's).
 	Run(ctx context.Context) error
 	// Events is closed when Run returns.
 	Events() <-chan spool.Event
@@ -216,6 +218,7 @@ func (c *Controller) loop(ctx context.Context) error {
 			err = errors.New("stopped")
 		}
 		err = fmt.Errorf("spool %s: %w", c.cfg.SpoolDir, err)
+		c.host.noteListed(c.idx) // nothing more of it will be listed
 		if !c.host.multiSpool() {
 			return err
 		}
@@ -310,6 +313,8 @@ const drainMax = 1024
 func (c *Controller) takeEvent(ev spool.Event) {
 	if ev.Type == spool.Synced {
 		c.synced = true
+		// Through the resolver, behind the listing's own requests.
+		c.resolver.requests.push(listedMark{})
 		c.metrics.SetReady(true)
 		c.log.Info().Int("tasks", len(c.tasks.entries)).Str("spool", c.cfg.SpoolDir).Msg("spool listed")
 		return

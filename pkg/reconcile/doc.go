@@ -51,7 +51,13 @@
 // or a task resumes, when the answer for its current spec comes (an edit
 // meanwhile supersedes the request: its answer is dropped), so a pattern
 // over ten thousand files holds up no event. A task whose items are on
-// their way is not settled. A glob that matches nothing while one of the
+// their way is not settled. The queue dispatches nothing until every
+// spool's first listing is in it: after the spool's Synced event the owner
+// sends a mark through the resolver, behind the listing's own requests,
+// and the host starts the queue once each spool's mark came back (or the
+// spool was lost), as an informer's workers start once its cache is
+// synced; a first decision made on a partial listing would hold its
+// batch to no share of memory. A glob that matches nothing while one of the
 // task's dependencies is not Done does not reject the task: it waits
 // Pending (DependenciesReady=False) and is resolved again each time a
 // dependency ends Done (deferItems), since it often globs their outputs.
@@ -240,7 +246,7 @@
 // batchRunner.mu) and the learner (persist) take it to read; Add and Join
 // to append, never calling the queue or doing IO under it (Join prepares
 // a spool first). Host.mu guards only the per-spool reports (phase
-// counts, readiness, settled). The owner goroutine holds no lock of its
+// counts, readiness, settled, listed). The owner goroutine holds no lock of its
 // own but listIndex.mu (only while it stores or drops a list row); it
 // calls the queue (which takes Queue.mu, then the governor's), never
 // while holding the batch adapter's mutex, which guards only its tables

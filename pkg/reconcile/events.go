@@ -39,6 +39,8 @@ func (c *Controller) handleNote(x any) {
 		c.takeOutcome(n)
 	case itemsResolved:
 		c.takeItems(n)
+	case listedMark:
+		c.host.noteListed(c.idx)
 	case history.Entry:
 		c.pendingHistory = append(c.pendingHistory, n)
 	case groupNote:

@@ -73,14 +73,22 @@ type itemsResolved struct {
 	err   error
 }
 
+// listedMark follows a spool's first listing through the resolver: it
+// reaches the owner's inbox after the answers to every request the
+// listing made, so the listing's tasks are in the queue once the owner
+// takes it (Host.noteListed).
+type listedMark struct{}
+
 // resolver resolves items on a goroutine of its own: globbing a pattern
 // over thousands of files, and the stat of every item that gives the
 // input bytes per item (runInfoFor), never hold up the owner's events.
-// Requests are answered in order, on the owner's inbox.
+// Requests are answered in order, on the owner's inbox; a listedMark is
+// passed on there (listed) in its turn.
 type resolver struct {
 	spoolDir, stateDir string
 	requests           *inbox
 	answer             func(itemsResolved)
+	listed             func()
 }
 
 // run answers requests until ctx ends.
@@ -101,6 +109,10 @@ func (r *resolver) answerAll() {
 		x, ok := r.requests.pop()
 		if !ok {
 			return
+		}
+		if _, ok := x.(listedMark); ok {
+			r.listed()
+			continue
 		}
 		req := x.(*itemsRequest)
 		items, err := resolveItems(r.spoolDir, req.owner, req.task.Spec)
