@@ -393,21 +393,18 @@ func growthShown(items, sq, resid []float64, c float64) bool {
 		return true
 	}
 	// The residual sum of squares of n² regressed on n.
-	var mn, msq float64
-	for i := range items {
-		mn += items[i]
-		msq += sq[i]
+	ones := make([]float64, len(items))
+	for i := range ones {
+		ones[i] = 1
 	}
-	mn /= float64(len(items))
-	msq /= float64(len(items))
-	var sxx, sxy, syy float64
-	for i := range items {
-		dx, dy := items[i]-mn, sq[i]-msq
-		sxx += dx * dx
-		sxy += dx * dy
-		syy += dy * dy
+	line := wls([][]float64{items}, sq, ones)
+	if line == nil {
+		return false
 	}
-	rss := syy - sxy*sxy/sxx
+	var rss float64
+	for _, r := range residuals([][]float64{items}, sq, line) {
+		rss += r * r
+	}
 	if rss <= 0 {
 		return false
 	}
