@@ -496,6 +496,19 @@ func (m Model) SmallCosts(p Params) (Costs, bool) {
 	return m.raise(c, p), true
 }
 
+// Refutes reports whether a batch of the profile was killed for memory
+// holding at least what c gives a batch of its items and threads: costs
+// (a declaration) its history proved too low, for whichever task of the
+// profile states them next.
+func (m Model) Refutes(c Costs) bool {
+	for _, k := range m.censors {
+		if c.Need(k.items, k.threads) <= k.bytes {
+			return true
+		}
+	}
+	return false
+}
+
 // raise scales c up until every censored batch gets more than it had:
 // need > killed bytes + MarginBytes, or the bumped need when no batch
 // succeeded since the kill. Scaling keeps the shape of the costs, so a

@@ -88,7 +88,10 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 //     profile's model has Params.MinSamples successful batches; then, in
 //     learned mode, the model's costs; in declared mode, the declared
 //     costs unless they give less than the model (the declaration was
-//     proven too low by the profile's batches);
+//     proven too low by the profile's batches). A batch of the profile
+//     killed at no less than the stated costs give it ends the wait at
+//     once: the model's costs, so that each task stating them is not
+//     killed in turn;
 //   - otherwise the model's costs, when it has any (slow start included);
 //   - otherwise a provisional reservation at batch.min.
 //
@@ -118,7 +121,11 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 	p := l.book.Params()
 	c, ok := m.Costs(p)
 	c = c.ForInput(t.InputBytesPerItem)
-	if kills == 0 && declared {
+	stated := history.Costs{FixedBytes: e.FixedMemory, PerItemBytes: e.PerItemMemory, PerThreadBytes: e.PerThreadMemory}
+	if kills == 0 && declared && !(ok && m.Refutes(stated)) {
+		// A batch of the profile killed at no less than the declaration
+		// gives proves it too low at once, for every task stating it:
+		// they get the model's costs, not a kill each.
 		switch {
 		case m.Samples < p.MinSamples:
 			return e
@@ -164,7 +171,8 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 // memory keeps its declaration until the model has Params.MinSamples
 // successful batches, then, learning, takes the model's costs (declared
 // mode: only when the declaration gives less); after a kill for GPU
-// memory, the model's costs, the kill bumped. A task that reserves no GPU
+// memory, its own or a batch of the profile's at no less than the
+// declaration, the model's costs, the kill bumped. A task that reserves no GPU
 // memory has none measured: it is left as it is.
 func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) governor.Estimate {
 	if e.FixedGPUMemory <= 0 && e.PerItemGPUMemory <= 0 {
@@ -184,7 +192,8 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 	}
 	// The Estimate has no GPU memory per thread: at the threads asked.
 	fixed := c.FixedBytes + c.PerThreadBytes*int64(max(e.Threads, 1))
-	if kills == 0 {
+	stated := history.Costs{FixedBytes: e.FixedGPUMemory, PerItemBytes: e.PerItemGPUMemory}
+	if kills == 0 && !m.Refutes(stated) {
 		// Compared at the largest batch the task can still run.
 		n := max(min(e.BatchMax, t.ItemsTotal-t.ItemsDone), 1)
 		declared := e.FixedGPUMemory + e.PerItemGPUMemory*n

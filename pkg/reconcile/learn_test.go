@@ -141,6 +141,19 @@ func TestLearnerDeclared(t *testing.T) {
 	if need := e.FixedMemory + e.PerItemMemory*min(16, e.BatchMax); need < (history.Params{}).Bump(240*mi) {
 		t.Fatalf("after a kill at 240MiB: %d MiB for a batch of %d", need/mi, e.BatchMax)
 	}
+	// The kill proved the declaration too low for every task stating it,
+	// before any batch of the profile succeeded: the next one is not
+	// killed in turn (packing D's second pair of tasks was). A task
+	// declared above what the kill had keeps its declaration.
+	same := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	same.Name = "same"
+	if e := l.Estimate(same, queue.Kills{}); e.FixedMemory+e.PerItemMemory*min(16, e.BatchMax) < (history.Params{}).Bump(240*mi) {
+		t.Fatalf("a second task stating the costs a kill refuted: %+v, not above the kill", e)
+	}
+	above := learnTask(v1alpha1.EstimateDeclared, 100*mi, 10*mi) // 260MiB at 16
+	if e := costsOf(l.Estimate(above, queue.Kills{})); e != above.Estimate {
+		t.Fatalf("a declaration above the kill was changed: %+v", e)
+	}
 
 	// Another task of the profile, declared as low, is not killed in turn
 	// once the profile's batches proved the declaration too low; one
@@ -355,6 +368,13 @@ func TestLearnerGPUMemory(t *testing.T) {
 	e := l.Estimate(tk, queue.Kills{GPUMemory: 1})
 	if need := e.FixedGPUMemory + e.PerItemGPUMemory*min(16, e.BatchMax); need < (history.Params{}).Bump(2048*mi) {
 		t.Fatalf("after a GPU memory kill at 2GiB: %d MiB for a batch of %d, want at least the bumped 2GiB", need/mi, e.BatchMax)
+	}
+	// Another task stating the same GPU costs is not killed in turn.
+	same := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	same.Name = "same"
+	same.Estimate.FixedGPUMemory, same.Estimate.PerItemGPUMemory, same.Estimate.GPUSlots = 512*mi, 64*mi, 1
+	if e := l.Estimate(same, queue.Kills{}); e.FixedGPUMemory+e.PerItemGPUMemory*min(16, e.BatchMax) < (history.Params{}).Bump(2048*mi) {
+		t.Fatalf("a second task stating the GPU costs a kill refuted: %+v, not above the kill", e)
 	}
 	if e.FixedMemory != tk.Estimate.FixedMemory || e.PerItemMemory != tk.Estimate.PerItemMemory {
 		t.Errorf("a GPU memory kill changed the memory costs: %+v", e)
