@@ -24,7 +24,8 @@ memory its contract reserved, its peak (the working set where a cgroup
 measured it, else the peak resident memory) and the efficiency
 (peak ÷ reserved). Oldest first.
 
-The history is the machine's (every spool's batches, by task name); it keeps
+The history is the machine's (every spool's batches, by task name), or the
+one --history names (a controller run with --history); it keeps
 the last 128 batches of each profile. While a controller runs it holds the
 store: the newest ` + strconv.Itoa(reconcile.PublishedBatchesMax) + ` batches are then read from what it publishes in
 its state directory.
@@ -36,9 +37,9 @@ REASON apart); -o json, a list of objects.`
 
 func newBatchesCommand(g *globals) *cobra.Command {
 	var (
-		output, profile string
-		since           time.Duration
-		a               taskArgs
+		output, profile, historyPath string
+		since                        time.Duration
+		a                            taskArgs
 	)
 	cmd := &cobra.Command{
 		Use:     "batches [NAME... | -l SELECTOR]",
@@ -50,6 +51,7 @@ func newBatchesCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&profile, "profile", "", "only the batches of this profile")
 	cmd.Flags().DurationVar(&since, "since", 0, "only the batches that ended within this duration (e.g. 2h)")
 	cmd.Flags().StringVarP(&a.selector, "selector", "l", "", "only the batches of the spool's tasks whose labels match this selector")
+	historyReadFlag(cmd, &historyPath)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if output != "" && output != "tsv" && output != "json" {
 			return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want tsv or json", output)}
@@ -68,7 +70,7 @@ func newBatchesCommand(g *globals) *cobra.Command {
 				names = append(names, f.Name())
 			}
 		}
-		rows, err := reconcile.ReadBatches(g.stateDir(), defaultHistoryPath())
+		rows, err := reconcile.ReadBatches(g.stateDir(), historyOr(historyPath))
 		if err != nil {
 			return &exitError{code: exitNotDone, err: err}
 		}

@@ -15,15 +15,16 @@ import (
 )
 
 func newEstimatesCommand(g *globals) *cobra.Command {
-	var output string
+	var output, historyPath string
 	cmd := &cobra.Command{
 		Use:   "estimates [PROFILE]",
 		Short: "List every profile's learned costs, sample count and a suggested resources block",
 		Args:  cobra.MaximumNArgs(1),
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
+	historyReadFlag(cmd, &historyPath)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		est, err := reconcile.ReadEstimates(g.stateDir(), defaultHistoryPath())
+		est, err := reconcile.ReadEstimates(g.stateDir(), historyOr(historyPath))
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

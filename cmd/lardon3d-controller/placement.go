@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/history"
@@ -55,6 +56,21 @@ func stateBase() string {
 
 // defaultHistoryPath is the machine's learned history.
 func defaultHistoryPath() string { return filepath.Join(stateBase(), history.FileName) }
+
+// historyReadFlag adds --history to a verb that reads the learned
+// history, for a controller run with a history of its own (run
+// --history, or its config's history); *path is "" for the machine's.
+func historyReadFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "history", "", "the learned history's store to read, as given to run --history (default: the machine's, "+defaultHistoryPath()+")")
+}
+
+// historyOr is path, or the machine's history when path is "".
+func historyOr(path string) string {
+	if path == "" {
+		return defaultHistoryPath()
+	}
+	return path
+}
 
 // rootStateBase is where a root controller keeps the state of other users'
 // spools; the verbs of those users look there too.
