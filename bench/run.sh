@@ -159,12 +159,14 @@ cleanup() {
 trap cleanup EXIT
 
 CTL_FLAGS=(--memory-capacity "$BUDGET" --max-parallel "$NPROC")
-# A scaled run learns into a history of its own: its workloads have the
-# full run's profiles (custom/lardon3d-synth) at a fraction of the costs,
-# and the machine's history would fit the next full run to both.
-if [ "$SCALE" != 1 ] || [ "$MEM_SCALE" != 1 ]; then
-	CTL_FLAGS+=(--history "$OUT/history.db")
-fi
+# Every controller run learns into a history under OUT, never into the
+# machine's: the packing workloads share one profile (custom/lardon3d-synth)
+# at different costs, so each packing case learns into its own (its
+# controller runs in turn, as a user running it again), D's and E's runs
+# each into an empty one, and the rest into OUT/history.db. In one
+# history, E's first run was sized from D's batches (517.6 s against
+# about 300 s, 2026-12-05), and every run from the last run's.
+HISTORY=$OUT/history.db
 # shellcheck disable=SC2206 # word splitting is the point
 [ -n "${CONTROLLER_FLAGS:-}" ] && CTL_FLAGS+=(${CONTROLLER_FLAGS})
 export BENCH_WORK=$OUT/work
@@ -173,7 +175,7 @@ mkdir -p "$BENCH_WORK"
 # start_controller SPOOL LOG: the controller, inside the envelope, in the
 # background; sets CTL_PID.
 start_controller() {
-	"$BK" enter --state "$CG_STATE" -- "$CONTROLLER" run --spool "$1" "${CTL_FLAGS[@]}" 2>"$2" &
+	"$BK" enter --state "$CG_STATE" -- "$CONTROLLER" run --spool "$1" --history "$HISTORY" "${CTL_FLAGS[@]}" 2>"$2" &
 	CTL_PID=$!
 	BG_PIDS+=("$CTL_PID")
 }
@@ -225,7 +227,7 @@ if want throughput; then
 		settle_cpu
 		"${m[@]}" --subject lardon3d-controller --spool "$spool" -- bash -c \
 			'"$0" spool-gen --kind trivial --n "$1" --dir "$2" && shift 2 && exec "$@"' \
-			"$BK" "$n" "$spool" "$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/throughput.log"
+			"$BK" "$n" "$spool" "$CONTROLLER" run --spool "$spool" --exit-when-done --history "$HISTORY" "${CTL_FLAGS[@]}" 2>"$OUT/logs/throughput.log"
 	fi
 	settle_cpu
 	"${m[@]}" --subject "tsp -S $NPROC" --exit0-means-done -- bash "$BENCH/peers.sh" tsp-true "$NPROC" "$n"
@@ -334,14 +336,14 @@ packing() {
 		local spool=$dir/spool
 		mkdir -p "$spool" && chmod 700 "$spool" && cp "$dir"/manifests/*.yaml "$spool"/
 		"${m[@]}" --subject lardon3d-controller --spool "$spool" --makespan-file "$dir/controller.makespan" -- \
-			"$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w.log" || true
+			"$CONTROLLER" run --spool "$spool" --exit-when-done --history "$dir/history.db" "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w.log" || true
 		batch_peaks "$w" "$spool"
 		# The same workload without cgroups (the RSS sampler alone), in the
 		# same run: enforcement's cost, before and after.
 		local spool_off=$dir/spool-sampler
 		mkdir -p "$spool_off" && chmod 700 "$spool_off" && cp "$dir"/manifests/*.yaml "$spool_off"/
 		"${m[@]}" --subject "lardon3d-controller --cgroups off (RSS sampler only)" --spool "$spool_off" -- \
-			"$CONTROLLER" run --spool "$spool_off" --exit-when-done --cgroups off "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-sampler.log" || true
+			"$CONTROLLER" run --spool "$spool_off" --exit-when-done --cgroups off --history "$dir/history.db" "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-sampler.log" || true
 		if [ "$FAST" = 1 ] && [ -s "$dir/controller.makespan" ]; then
 			timeout=$(awk -v t="$timeout" -v c="$(cat "$dir/controller.makespan")" 'BEGIN { c = 1.5 * c + 1; printf "%.0f", (c < t) ? c : t }')
 			m=("$BK" measure --state "$CG_STATE" --results "$RESULTS" --case "packing-$w" --items-total "$ITEMS" --timeout "${timeout}s")
@@ -378,7 +380,7 @@ packing() {
 		local spool_again=$dir/spool-again
 		mkdir -p "$spool_again" && chmod 700 "$spool_again" && cp "$dir"/manifests/*.yaml "$spool_again"/
 		"${m[@]}" --subject "lardon3d-controller, again after the peers" --spool "$spool_again" -- \
-			"$CONTROLLER" run --spool "$spool_again" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-again.log" || true
+			"$CONTROLLER" run --spool "$spool_again" --exit-when-done --history "$dir/history.db" "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-again.log" || true
 	fi
 }
 # batch_peaks W SPOOL: the largest peak and working set the batches' own
@@ -420,11 +422,11 @@ learned() {
 		subject=lardon3d-controller
 		[ "$from" = manifests-exact ] && subject="lardon3d-controller, declared exactly"
 		local spool=$dir/spool-$from
-		rm -rf "$spool" && mkdir -p "$spool" && chmod 700 "$spool" && cp "$dir/$from"/*.yaml "$spool"/
+		rm -rf "$spool" "$dir/history-$from.db" && mkdir -p "$spool" && chmod 700 "$spool" && cp "$dir/$from"/*.yaml "$spool"/
 		"$BK" measure --state "$CG_STATE" --results "$RESULTS" --case "packing-$w" --items-total "$ITEMS" --timeout "${timeout}s" \
 			--subject "$subject" --spool "$spool" -- \
-			"$CONTROLLER" run --spool "$spool" --exit-when-done "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-$from.log" || true
-		"$CONTROLLER" estimates --spool "$spool" >"$OUT/logs/packing-$w-$from.estimates" 2>&1 || true
+			"$CONTROLLER" run --spool "$spool" --exit-when-done --history "$dir/history-$from.db" "${CTL_FLAGS[@]}" 2>"$OUT/logs/packing-$w-$from.log" || true
+		"$CONTROLLER" estimates --spool "$spool" --history "$dir/history-$from.db" >"$OUT/logs/packing-$w-$from.estimates" 2>&1 || true
 	done
 }
 # warmup: workload A split in 2 by hand through parallel, inside the
