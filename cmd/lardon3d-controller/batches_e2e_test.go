@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lardon3d/lardon3d-controller/pkg/history"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
@@ -122,5 +125,25 @@ spec:
 	}
 	if out, _ := runCLI(t, "batches", "--spool", spool, "--since", "1ns"); !strings.Contains(out, "no batch recorded") {
 		t.Errorf("--since 1ns:\n%s", out)
+	}
+
+	// A history elsewhere (a controller run with --history): batches and
+	// estimates read it where --history names it, not the machine's.
+	machine := filepath.Join(filepath.Dir(spool), "machine-state", "lardon3d", history.FileName)
+	moved := filepath.Join(t.TempDir(), "elsewhere.db")
+	if err := os.Rename(machine, moved); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := runCLI(t, "batches", "--spool", spool); !strings.Contains(out, "no batch recorded") {
+		t.Errorf("batches, the machine's history moved away:\n%s", out)
+	}
+	if out, code := runCLI(t, "batches", "--spool", spool, "--history", moved, "-o", "tsv"); code != 0 || strings.Count(out, "\n") != 5 {
+		t.Errorf("batches --history %s: exit %d, want a header and 4 rows:\n%s", moved, code, out)
+	}
+	if out, code := runCLI(t, "estimates", "--spool", spool, "--history", moved); code != 0 || !strings.Contains(out, "acct-ok") {
+		t.Errorf("estimates --history %s: exit %d, want profile acct-ok:\n%s", moved, code, out)
+	}
+	if out, _ := runCLI(t, "estimates", "--spool", spool); strings.Contains(out, "acct-ok") {
+		t.Errorf("estimates, the machine's history moved away, still lists acct-ok:\n%s", out)
 	}
 }

@@ -123,9 +123,9 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 	c = c.ForInput(t.InputBytesPerItem)
 	stated := history.Costs{FixedBytes: e.FixedMemory, PerItemBytes: e.PerItemMemory, PerThreadBytes: e.PerThreadMemory}
 	if kills == 0 && declared && !(ok && m.Refutes(stated)) {
-		// A batch of the profile killed at no less than the declaration
-		// gives proves it too low at once, for every task stating it:
-		// they get the model's costs, not a kill each.
+		// Unless a batch of the profile was killed holding at least what
+		// the declaration gives it: then the declaration is too low for
+		// every task stating it, at once, not after MinSamples batches.
 		switch {
 		case m.Samples < p.MinSamples:
 			return e
