@@ -70,7 +70,11 @@ func newBatchesCommand(g *globals) *cobra.Command {
 				names = append(names, f.Name())
 			}
 		}
-		rows, err := reconcile.ReadBatches(g.stateDir(), historyOr(historyPath))
+		path, err := historyToRead(historyPath)
+		if err != nil {
+			return err
+		}
+		rows, err := reconcile.ReadBatches(g.stateDir(), path)
 		if err != nil {
 			return &exitError{code: exitNotDone, err: err}
 		}

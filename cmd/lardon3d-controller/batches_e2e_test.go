@@ -146,4 +146,10 @@ spec:
 	if out, _ := runCLI(t, "estimates", "--spool", spool); strings.Contains(out, "acct-ok") {
 		t.Errorf("estimates, the machine's history moved away, still lists acct-ok:\n%s", out)
 	}
+	// A mistyped --history is an error, not an empty history.
+	for _, verb := range []string{"batches", "estimates"} {
+		if out, code := runCLI(t, verb, "--spool", spool, "--history", moved+".typo"); code != exitUsage || !strings.Contains(out, "--history") {
+			t.Errorf("%s --history MISSING: exit %d, want %d and a message:\n%s", verb, code, exitUsage, out)
+		}
+	}
 }

@@ -24,7 +24,11 @@ func newEstimatesCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
 	historyReadFlag(cmd, &historyPath)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		est, err := reconcile.ReadEstimates(g.stateDir(), historyOr(historyPath))
+		path, err := historyToRead(historyPath)
+		if err != nil {
+			return err
+		}
+		est, err := reconcile.ReadEstimates(g.stateDir(), path)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

@@ -64,12 +64,17 @@ func historyReadFlag(cmd *cobra.Command, path *string) {
 	cmd.Flags().StringVar(path, "history", "", "the learned history's store to read, as given to run --history (default: the machine's, "+defaultHistoryPath()+")")
 }
 
-// historyOr is path, or the machine's history when path is "".
-func historyOr(path string) string {
+// historyToRead is the store a reading verb opens: path, which must
+// exist when given (a mistyped one would read as an empty history), else
+// the machine's.
+func historyToRead(path string) (string, error) {
 	if path == "" {
-		return defaultHistoryPath()
+		return defaultHistoryPath(), nil
 	}
-	return path
+	if _, err := os.Stat(path); err != nil {
+		return "", &exitError{code: exitUsage, err: fmt.Errorf("--history: %w", err)}
+	}
+	return path, nil
 }
 
 // rootStateBase is where a root controller keeps the state of other users'
