@@ -165,7 +165,7 @@ CTL_FLAGS=(--memory-capacity "$BUDGET" --max-parallel "$NPROC")
 # controller runs in turn, as a user running it again), D's and E's runs
 # each into an empty one, and the rest into OUT/history.db. In one
 # history, E's first run was sized from D's batches (517.6 s against
-# about 300 s, 2026-12-05), and every run from the last run's.
+# 291.9 s on its own, 2026-12-05), and each run from the runs before it.
 HISTORY=$OUT/history.db
 # shellcheck disable=SC2206 # word splitting is the point
 [ -n "${CONTROLLER_FLAGS:-}" ] && CTL_FLAGS+=(${CONTROLLER_FLAGS})

@@ -89,9 +89,9 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 //     learned mode, the model's costs; in declared mode, the declared
 //     costs unless they give less than the model (the declaration was
 //     proven too low by the profile's batches). A batch of the profile
-//     killed at no less than the stated costs give it ends the wait at
-//     once: the model's costs, so that each task stating them is not
-//     killed in turn;
+//     killed holding at least what the stated costs give its size ends
+//     the wait at once (history.Model.Refutes): the model's costs, so
+//     that each task stating them is not killed in turn;
 //   - otherwise the model's costs, when it has any (slow start included);
 //   - otherwise a provisional reservation at batch.min.
 //
