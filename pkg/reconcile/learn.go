@@ -122,10 +122,7 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 	c, ok := m.Costs(p)
 	c = c.ForInput(t.InputBytesPerItem)
 	stated := history.Costs{FixedBytes: e.FixedMemory, PerItemBytes: e.PerItemMemory, PerThreadBytes: e.PerThreadMemory}
-	if kills == 0 && declared && !(ok && m.Refutes(stated)) {
-		// Unless a batch of the profile was killed holding at least what
-		// the declaration gives it: then the declaration is too low for
-		// every task stating it, at once, not after MinSamples batches.
+	if kills == 0 && declared && !m.Refutes(stated) {
 		switch {
 		case m.Samples < p.MinSamples:
 			return e
