@@ -821,6 +821,22 @@ func TestPrepareFailureWaitsAndRetriesWithoutSpendingRetries(t *testing.T) {
 	}
 }
 
+// waitWorking waits until q.Working() is want, failing the test after guard.
+func waitWorking(t *testing.T, q *Queue, want int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for {
+		n := q.Working()
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Working %d %s, want %d", n, when, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestDrainLeavesEachTaskAtItsBatchBoundary: while the queue drains, the
 // batch in flight runs to its end (never cancelled), its task is then left
 // Pending (ReasonDraining) with its progress and its reservation released
@@ -842,20 +858,13 @@ func TestDrainLeavesEachTaskAtItsBatchBoundary(t *testing.T) {
 	if _, _, c := fa.counts(); c != 0 {
 		t.Errorf("a's batch was cancelled %d times while draining", c)
 	}
-	// b is stopped mid-batch: the drain waits for it.
-	if n := h.q.Working(); n != 1 {
-		t.Errorf("Working %d with b's batch stopped, want 1", n)
-	}
+	// b is stopped mid-batch: the drain waits for it. a's worker may still
+	// be returning after its Pending phase was published, so wait for it.
+	waitWorking(t, h.q, 1, "with b's batch stopped")
 	h.q.SetPaused("b", false)
 	fb.ok()
 	h.obs.waitPhase(t, "b", v1alpha1.PhasePending)
-	deadline := time.Now().Add(guard)
-	for h.q.Working() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Working %d after every batch ended", h.q.Working())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitWorking(t, h.q, 0, "after every batch ended")
 	if n := h.adm.activeCount(); n != 0 {
 		t.Errorf("%d reservations held while drained", n)
 	}
