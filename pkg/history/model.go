@@ -103,6 +103,15 @@ type censor struct {
 	recent bool
 }
 
+// overshoot is a successful batch that needed more than its reservation
+// (limit) by more than Params.Margin: the costs that gave a batch of its
+// items and threads limit bytes were too low.
+type overshoot struct {
+	items        int64
+	threads      int
+	limit, bytes int64
+}
+
 // Model is what a profile's history says about its costs.
 type Model struct {
 	// State of the model.
@@ -147,7 +156,8 @@ type Model struct {
 	// LastTime is when the newest record ended.
 	LastTime time.Time
 
-	censors []censor
+	censors    []censor
+	overshoots []overshoot
 }
 
 // Costs is a model turned into an estimate the governor can use.
@@ -217,8 +227,11 @@ func Fit(recs []Record, p Params) Model {
 		}
 	}
 	for i, r := range recs {
-		if r.KilledForMemory && r.Items > 0 && r.CensorBytes() > 0 {
+		switch {
+		case r.KilledForMemory && r.Items > 0 && r.CensorBytes() > 0:
 			m.censors = append(m.censors, censor{items: r.Items, threads: r.Threads, bytes: r.CensorBytes(), recent: i > lastOK})
+		case r.Succeeded() && r.LimitBytes > 0 && float64(r.Need()) > float64(r.LimitBytes)*(1+p.Margin):
+			m.overshoots = append(m.overshoots, overshoot{items: r.Items, threads: r.Threads, limit: r.LimitBytes, bytes: r.Need()})
 		}
 	}
 	m.Samples = len(ok)
@@ -509,6 +522,32 @@ func (m Model) Refutes(c Costs) bool {
 	return false
 }
 
+// Exceeded is how far the batches run under costs c went above them: the
+// largest ratio of need to reservation among the profile's successful
+// batches whose reservation is what c gives their items and threads, and
+// that needed more than it by more than Params.Margin; 0 when none did.
+// Batches reserved under other costs (another task's declaration, the
+// model's) prove nothing about c.
+func (m Model) Exceeded(c Costs) float64 {
+	var ratio float64
+	for _, o := range m.overshoots {
+		if c.Need(o.items, o.threads) == o.limit {
+			ratio = max(ratio, float64(o.bytes)/float64(o.limit))
+		}
+	}
+	return ratio
+}
+
+// Scaled is c with its memory costs multiplied by s (rounded up); the
+// batch cap and the input's mean are kept.
+func (c Costs) Scaled(s float64) Costs {
+	c.FixedBytes = toBytes(math.Ceil(float64(c.FixedBytes) * s))
+	c.PerItemBytes = toBytes(math.Ceil(float64(c.PerItemBytes) * s))
+	c.PerThreadBytes = toBytes(math.Ceil(float64(c.PerThreadBytes) * s))
+	c.PerInputByte *= s
+	return c
+}
+
 // raise scales c up until every censored batch gets more than it had:
 // need > killed bytes + MarginBytes, or the bumped need when no batch
 // succeeded since the kill. Scaling keeps the shape of the costs, so a
@@ -525,10 +564,7 @@ func (m Model) raise(c Costs, p Params) Costs {
 		}
 	}
 	if s > 1 {
-		c.FixedBytes = toBytes(math.Ceil(float64(c.FixedBytes) * s))
-		c.PerItemBytes = toBytes(math.Ceil(float64(c.PerItemBytes) * s))
-		c.PerThreadBytes = toBytes(math.Ceil(float64(c.PerThreadBytes) * s))
-		c.PerInputByte *= s
+		c = c.Scaled(s)
 	}
 	return c
 }

@@ -227,6 +227,48 @@ func TestCensoredSamples(t *testing.T) {
 	}
 }
 
+// Exceeded: only a successful batch reserved under the costs asked about,
+// that needed more than its reservation by more than the margin, proves
+// them too low; by how much is the worst such batch's ratio.
+func TestExceeded(t *testing.T) {
+	p := Params{}
+	declared := Costs{FixedBytes: 100 * mib, PerItemBytes: 10 * mib}
+	other := Costs{FixedBytes: 120 * mib, PerItemBytes: 12 * mib}
+	run := func(c Costs, items int64, over float64) Record {
+		limit := c.Need(items, 1)
+		return Record{Items: items, Threads: 1, LimitBytes: limit, PeakMemoryBytes: int64(float64(limit) * over)}
+	}
+	// Within the margin (the runtime's few MiB above an exact
+	// declaration): nothing proven, however many batches.
+	recs := []Record{run(declared, 4, 1.002), run(declared, 8, 1.04), run(declared, 16, 1.049)}
+	if r := Fit(recs, p).Exceeded(declared); r != 0 {
+		t.Fatalf("batches within the margin: Exceeded %.3f, want 0", r)
+	}
+	// Another declaration's batches, far above theirs and above what
+	// declared gives their size: they prove nothing about declared.
+	recs = append(recs, run(other, 8, 1.3), run(other, 16, 1.2))
+	m := Fit(recs, p)
+	if r := m.Exceeded(declared); r != 0 {
+		t.Fatalf("another declaration's batches: Exceeded %.3f, want 0", r)
+	}
+	if r := m.Exceeded(other); math.Abs(r-1.3) > 0.001 {
+		t.Fatalf("other's own batches: Exceeded %.3f, want the worst ratio 1.3", r)
+	}
+	// A kill is a censor, not an overshoot; a batch that failed proves
+	// nothing either.
+	killed := run(declared, 8, 1.5)
+	killed.KilledForMemory, killed.ExitCode, killed.Reason = true, -1, "MemoryExceeded"
+	failed := run(declared, 8, 1.5)
+	failed.ExitCode = 1
+	if r := Fit(append(recs, killed, failed), p).Exceeded(declared); r != 0 {
+		t.Fatalf("killed and failed batches: Exceeded %.3f, want 0", r)
+	}
+	recs = append(recs, run(declared, 8, 1.08))
+	if r := Fit(recs, p).Exceeded(declared); math.Abs(r-1.08) > 0.001 {
+		t.Fatalf("a batch 8 %% above its declaration: Exceeded %.3f, want 1.08", r)
+	}
+}
+
 // The estimate's margins and the slow start, at the numbers.
 func TestCostsMarginAndCap(t *testing.T) {
 	var recs []Record

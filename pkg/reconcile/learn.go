@@ -84,11 +84,12 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 
 // Estimate is the estimate of a learning task's next batch, or of a task
 // killed for memory (kills > 0):
-//   - a task that stated costs and was never killed keeps them until the
-//     profile's model has Params.MinSamples successful batches; then, in
-//     learned mode, the model's costs; in declared mode, the declared
-//     costs unless they give less than the model (the declaration was
-//     proven too low by the profile's batches). A batch of the profile
+//   - a task that stated costs and was never killed keeps them, raised
+//     when batches reserved under them needed more than they gave
+//     (raiseExceeded), until the profile's model has Params.MinSamples
+//     successful batches; then, in learned mode, the model's costs; in
+//     declared mode, the stated costs, or when raised, the model's costs
+//     if they give more than the raise. A batch of the profile
 //     killed holding at least what the stated costs give its size ends
 //     the wait at once (history.Model.Refutes): the model's costs, so
 //     that each task stating them is not killed in turn;
@@ -123,13 +124,16 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 	c = c.ForInput(t.InputBytesPerItem)
 	stated := history.Costs{FixedBytes: e.FixedMemory, PerItemBytes: e.PerItemMemory, PerThreadBytes: e.PerThreadMemory}
 	if kills == 0 && declared && !m.Refutes(stated) {
+		raised := raiseExceeded(m, stated, p.Margin)
+		e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = raised.FixedBytes, raised.PerItemBytes, raised.PerThreadBytes
 		switch {
 		case m.Samples < p.MinSamples:
 			return e
-		case t.Mode != v1alpha1.EstimateLearned && !(ok && l.belowMeasured(e, c)):
-			// The declaration stands unless the profile's batches proved
-			// it too low: then every task of the profile gets the
-			// measured need, not only those killed.
+		case t.Mode != v1alpha1.EstimateLearned && (raised == stated || !(ok && l.belowMeasured(e, c))):
+			// The declaration stands unless batches run under it needed
+			// more (every task stating it is raised, not only the one
+			// whose batches did); then the model's costs when they
+			// give more than the raise.
 			return e
 		}
 	}
@@ -210,6 +214,27 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 		e.BatchMax = min(e.BatchMax, max(c.BatchCap, e.BatchMin))
 	}
 	return e
+}
+
+// maxRaises bounds raiseExceeded's chain of raises.
+const maxRaises = 8
+
+// raiseExceeded is stated raised by what the batches run under it needed
+// (history.Model.Exceeded), the margin on top, then by what the batches run
+// under that raise needed, and so on: stated itself when no batch run under
+// it needed more than it by more than the margin. Only a batch reserved
+// under the costs proves them too low: a fit pooled over a profile's
+// tasks, margins included, gives an exact declaration more than it states.
+func raiseExceeded(m history.Model, stated history.Costs, margin float64) history.Costs {
+	c := stated
+	for range maxRaises {
+		r := m.Exceeded(c)
+		if r == 0 {
+			break
+		}
+		c = c.Scaled(r * (1 + margin))
+	}
+	return c
 }
 
 // belowMeasured reports whether the declared estimate e gives its largest

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,6 +183,64 @@ func TestLearnerDeclared(t *testing.T) {
 	e = l.Estimate(tk, queue.Kills{})
 	if need := e.FixedMemory + 16*e.PerItemMemory; float64(need) > 1.25*float64(64*mi+16*16*mi) {
 		t.Fatalf("learned, firm: %d MiB for 16 items, want the model's (about %d MiB), not the declaration", need/mi, (64*mi+16*16*mi)/mi)
+	}
+}
+
+// A declared task keeps its declaration while its batches need what it
+// states, however the profile's model, pooled over other tasks and with
+// its margins, prices it (packing B: ten tasks of one binary, each
+// declared exactly, got up to 3.7 GiB for one item from the fit). Batches
+// that needed more than their declaration by more than the margin raise
+// it for every task stating it, and again when the raise proves short;
+// a task stating other costs keeps them.
+func TestLearnerDeclaredStandsUnlessItsBatchesNeededMore(t *testing.T) {
+	l := newTestLearner(64 << 30)
+	// Ten tasks of one profile, from 300 MiB + 10 MiB per item to
+	// 1.65 GiB + 60 MiB, each declared exactly; the runtime adds 9 MiB.
+	var tasks []*queue.Task
+	for i := range int64(10) {
+		tk := learnTask(v1alpha1.EstimateDeclared, 300*mi+150*mi*i, 10*mi+5*mi*i)
+		tk.Name, tk.ItemsTotal, tk.Estimate.BatchMax = fmt.Sprintf("b-%02d", i), 64, 64
+		tasks = append(tasks, tk)
+		for _, n := range []int64{1 + i, 32, 64 - 3*i} {
+			limit := tk.Estimate.FixedMemory + tk.Estimate.PerItemMemory*n
+			finish(l, tk, n, limit+9*mi, limit, false)
+		}
+	}
+	if m := l.book.Model("custom/synth"); m.State != history.StateFirm {
+		t.Fatalf("profile %v after 30 batches, want firm", m.State)
+	}
+	for _, tk := range tasks {
+		if e := costsOf(l.Estimate(tk, queue.Kills{})); e != tk.Estimate {
+			t.Errorf("%s, declared exactly: %+v, want its declaration %+v", tk.Name, e, tk.Estimate)
+		}
+	}
+
+	// Declared 100 MiB + 10 MiB per item; its batches needed 8 % more.
+	l = newTestLearner(64 << 30)
+	low := learnTask(v1alpha1.EstimateDeclared, 100*mi, 10*mi)
+	declared := func(n int64) int64 { return 100*mi + 10*mi*n }
+	finish(l, low, 8, declared(8)*108/100, declared(8), false)
+	e := l.Estimate(low, queue.Kills{})
+	if need := e.FixedMemory + e.PerItemMemory*8; need < declared(8)*108/100 {
+		t.Fatalf("one batch 8 %% above the declaration: %d MiB for 8 items, want at least the %d MiB it needed", need/mi, declared(8)*108/100/mi)
+	}
+	same := learnTask(v1alpha1.EstimateDeclared, 100*mi, 10*mi)
+	same.Name = "same"
+	if got := costsOf(l.Estimate(same, queue.Kills{})); got != costsOf(e) {
+		t.Fatalf("a task stating the same costs: %+v, want the raise %+v", got, costsOf(e))
+	}
+	apart := learnTask(v1alpha1.EstimateDeclared, 90*mi, 9*mi)
+	apart.Name = "apart"
+	if got := costsOf(l.Estimate(apart, queue.Kills{})); got != apart.Estimate {
+		t.Fatalf("a task stating other costs: %+v, want them", got)
+	}
+	// The batch run under the raise needed 7 % more than it: raised again.
+	raisedNeed := e.FixedMemory + e.PerItemMemory*16
+	finish(l, low, 16, raisedNeed*107/100, raisedNeed, false)
+	e = l.Estimate(low, queue.Kills{})
+	if need := e.FixedMemory + e.PerItemMemory*16; need < raisedNeed*107/100 {
+		t.Fatalf("a batch 7 %% above the raise: %d MiB for 16 items, want at least the %d MiB it needed", need/mi, raisedNeed*107/100/mi)
 	}
 }
 
