@@ -169,9 +169,10 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 
 // gpuEstimate revises the GPU memory costs of e as estimate revises its
 // memory costs, from the profile's GPU model: a task that reserves GPU
-// memory keeps its declaration until the model has Params.MinSamples
+// memory keeps its declaration (raised when batches reserved under it
+// needed more: raiseExceeded) until the model has Params.MinSamples
 // successful batches, then, learning, takes the model's costs (declared
-// mode: only when the declaration gives less); after a kill for GPU
+// mode: only when raised, and the model gives more); after a kill for GPU
 // memory, its own or a batch of the profile's at no less than the
 // declaration, the model's costs, the kill bumped. A task that reserves no GPU
 // memory has none measured: it is left as it is.
@@ -195,6 +196,9 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 	fixed := c.FixedBytes + c.PerThreadBytes*int64(max(e.Threads, 1))
 	stated := history.Costs{FixedBytes: e.FixedGPUMemory, PerItemBytes: e.PerItemGPUMemory}
 	if kills == 0 && !m.Refutes(stated) {
+		// As memory's: raised when batches reserved under it needed more.
+		raised := raiseExceeded(m, stated, p.Margin)
+		e.FixedGPUMemory, e.PerItemGPUMemory = raised.FixedBytes, raised.PerItemBytes
 		// Compared at the largest batch the task can still run.
 		n := max(min(e.BatchMax, t.ItemsTotal-t.ItemsDone), 1)
 		declared := e.FixedGPUMemory + e.PerItemGPUMemory*n
@@ -202,7 +206,7 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 		switch {
 		case m.Samples < p.MinSamples:
 			return e
-		case t.Mode != v1alpha1.EstimateLearned && learned <= declared:
+		case t.Mode != v1alpha1.EstimateLearned && (raised == stated || learned <= declared):
 			return e
 		}
 	}

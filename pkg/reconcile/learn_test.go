@@ -406,8 +406,9 @@ func finishGPU(l *learner, t *queue.Task, items, gpuPeak, gpuLimit int64, killed
 // GPU memory is learned beside memory: a batch killed for GPU memory is
 // retried with more GPU memory than the kill measured, its memory costs
 // untouched; once the profile's batches are firm, a learning task takes
-// the fitted GPU costs, a declared one only when it declared less; a
-// batch whose GPU memory no reading measured teaches nothing.
+// the fitted GPU costs, a declared one only when its own batches needed
+// more than it (then the model's, when they give more); a batch whose GPU
+// memory no reading measured teaches nothing.
 func TestLearnerGPUMemory(t *testing.T) {
 	l := newTestLearner(4096 * mi)
 	tk := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
@@ -465,9 +466,24 @@ func TestLearnerGPUMemory(t *testing.T) {
 	if e := costsOf(l.Estimate(generous, queue.Kills{})); e != generous.Estimate {
 		t.Errorf("a generous GPU declaration was changed: %+v", e)
 	}
+	// A declaration below what the other task's batches measured, but
+	// that no batch ran under, stands; once a batch reserved under it
+	// needed more than it, it is raised: the model's costs, which give
+	// more than the raise.
 	low := learnTask(v1alpha1.EstimateDeclared, 50*mi, 10*mi)
+	low.Name = "low"
 	low.Estimate.FixedGPUMemory, low.Estimate.GPUSlots = 256*mi, 1
+	if e := costsOf(l.Estimate(low, queue.Kills{})); e != low.Estimate {
+		t.Errorf("a GPU declaration no batch ran under was changed: %+v", e)
+	}
+	finishGPU(l, low, 4, 276*mi, 256*mi, false)
 	if e := l.Estimate(low, queue.Kills{}); e.FixedGPUMemory+e.PerItemGPUMemory*16 < gpu(16) {
-		t.Errorf("a GPU declaration below the measured need was kept: %+v", e)
+		t.Errorf("a GPU declaration its batch needed 8 %% more than was not raised to the model's: %+v", e)
+	}
+	// Raised alone (the model not firm yet): at least what its batch needed.
+	alone := newTestLearner(4096 * mi)
+	finishGPU(alone, low, 4, 276*mi, 256*mi, false)
+	if e := alone.Estimate(low, queue.Kills{}); e.FixedGPUMemory+e.PerItemGPUMemory*4 < 276*mi {
+		t.Errorf("one batch 8 %% over its GPU declaration: %+v, want at least the 276 MiB it needed", e)
 	}
 }
