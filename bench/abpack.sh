@@ -26,6 +26,8 @@ BUDGET=$((8192 * 1048576)) NPROC=$(nproc)
 CG_STATE=$OUT/cgroup.json
 "$BK" cgroup-create --name "lardon3d-abpack-$$" --limit "$BUDGET" --state "$CG_STATE"
 trap '"$BK" cgroup-destroy --state "$CG_STATE" || true' EXIT
+# shellcheck disable=SC1091
+. "$CG_STATE.env"
 RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
 export BENCH_WORK=$OUT/work
@@ -50,7 +52,7 @@ for run in old-1 new-1 new-2 old-2; do
 	"$bin" batches --history "$dir/history-${run%-*}.db" -o tsv >"$OUT/logs/$run.batches.tsv"
 	echo "$run $start $(date +%s.%N)" >>"$OUT/runs.txt"
 done
-"$BK" report --results "$RESULTS"
+"$BK" report --results "$RESULTS" --envelope "cgroup v$BENCH_CG_VERSION, memory limit 8 GiB (no swap); each run inside it in turn"
 while read -r run start end; do
 	awk -F'\t' -v run="$run" -v s="$start" -v e="$end" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 		$col["START"] < s || $col["START"] > e { next }
