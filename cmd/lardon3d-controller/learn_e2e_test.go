@@ -183,3 +183,49 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		t.Fatalf("the second run's batches are not in the history (%d)", seen)
 	}
 }
+
+// Two tasks of one profile (the same binary) at different costs, each
+// declared with room for the step's own runtime: once the profile's
+// history holds the large task's batches of two sizes, the small task's
+// batches still reserve what it declared, not a fit pooled over the large
+// one (packing B's small tasks got up to 3.7 GiB for one item that way).
+func TestDeclarationsOfOneProfileStandEndToEnd(t *testing.T) {
+	spool := newSpool(t)
+	task := func(name, fixed, perItem, declaredFixed string, items int) string {
+		return fmt.Sprintf(`apiVersion: lardon3d.io/v1alpha1
+kind: Task
+metadata: {name: %s}
+spec:
+  command: [lardon3d-synth, --fixed, %s, --per-item, %s, --cpu-per-item, 10ms, --hold, 300ms]
+  items: {count: %d}
+  resources: {fixed: {memory: %s}, perItem: {memory: %s}, batch: {max: 4}}
+`, name, fixed, perItem, items, declaredFixed, perItem)
+	}
+	writeManifest(t, spool, "large.yaml", task("large", "256Mi", "32Mi", "288Mi", 10))
+	if code := startController(t, spool, "--exit-when-done", "--memory-capacity", "4Gi").wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("first run: exit %d", code)
+	}
+	writeManifest(t, spool, "small.yaml", task("small", "16Mi", "4Mi", "48Mi", 8))
+	if code := startController(t, spool, "--exit-when-done", "--memory-capacity", "4Gi").wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("second run: exit %d", code)
+	}
+	sizes := map[int64]bool{}
+	small := 0
+	for _, r := range testHistory(t, spool)["custom/lardon3d-synth"] {
+		switch r.Task {
+		case "large":
+			sizes[r.Items] = true
+		case "small":
+			small++
+			if want := 48<<20 + 4<<20*r.Items; r.LimitBytes != want || !r.Succeeded() {
+				t.Errorf("small's batch of %d items reserved %d MiB (exit %d %s), want its declaration, %d MiB", r.Items, r.LimitBytes>>20, r.ExitCode, r.Reason, want>>20)
+			}
+		}
+	}
+	if len(sizes) < 2 || small < 2 {
+		t.Fatalf("history: large ran batches of %d sizes, small %d batches; want 2 sizes and 2 batches or more", len(sizes), small)
+	}
+	if task := readTask(t, filepath.Join(spool, "small.yaml")); task.Status.Phase != v1alpha1.PhaseDone {
+		t.Errorf("small: %s %+v", task.Status.Phase, task.Status.Conditions)
+	}
+}
