@@ -8,17 +8,22 @@
 # items, OOM kills, peak, CPU) and, for each run, the batches' reserved and
 # peak memory over time (GiB-s, from `lardon3d-controller batches`) and how
 # many batches used less than 90 % of what they reserved. OUT (default
-# bench/out/abpack) is replaced. Needs root (the envelope cgroup).
+# bench/out/abpack) is replaced when it is an earlier run's or empty.
+# Needs root (the envelope cgroup).
 # Environment: SYNTH (default bin/lardon3d-synth).
 set -euo pipefail
 
-[ $# -ge 2 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
+[ $# -ge 2 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
 old=$(realpath "$1") new=$(realpath "$2") w=${3:-B}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${4:-$ROOT/bench/out/abpack}
 [ "$(id -u)" -eq 0 ] || { echo "abpack.sh: needs root for the memory cgroup" >&2 && exit 1; }
 [[ "$w" =~ ^[A-E]$ ]] || { echo "abpack.sh: workload A to E, not $w" >&2 && exit 2; }
 SYNTH=${SYNTH:-$ROOT/bin/lardon3d-synth}
+# OUT is replaced only when it is empty or an earlier run's (its table).
+if [ -d "$OUT" ] && [ -n "$(ls -A "$OUT")" ] && [ ! -e "$OUT/results.jsonl" ]; then
+	echo "abpack.sh: $OUT holds files that no earlier run wrote: not replacing it" >&2 && exit 2
+fi
 rm -rf "$OUT" && mkdir -p "$OUT/logs"
 (cd "$ROOT" && go build -o "$OUT/benchkit" ./bench/benchkit)
 BK=$OUT/benchkit
