@@ -23,8 +23,9 @@
 //     batch succeeded since), and caps the batch while the model is not
 //     firm (slow start). Too few samples: no firm model; none at all: no
 //     costs. Model.Refutes says whether a kill proved stated costs too
-//     low, Model.Exceeded by how much the batches reserved under them
-//     needed more than they gave (beyond the margin).
+//     low, Model.Exceeded by how much the batches of the tasks stating
+//     them needed more than they gave (Record.DeclaredBytes; beyond the
+//     margin).
 //   - GPU memory: a Record also carries the batch's GPU peak, its GPU
 //     reservation and whether it was killed for GPU memory; GPURecords
 //     turns them into records of their own, fitted by the same Fit

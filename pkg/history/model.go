@@ -103,13 +103,13 @@ type censor struct {
 	recent bool
 }
 
-// overshoot is a successful batch that needed more than its reservation
-// (limit) by more than Params.Margin: the costs that gave a batch of its
-// items and threads limit bytes were too low.
+// overshoot is a successful batch that needed more than its task's stated
+// costs gave it (declared) by more than Params.Margin: costs that give a
+// batch of its items and threads declared bytes are too low.
 type overshoot struct {
-	items        int64
-	threads      int
-	limit, bytes int64
+	items           int64
+	threads         int
+	declared, bytes int64
 }
 
 // Model is what a profile's history says about its costs.
@@ -230,8 +230,8 @@ func Fit(recs []Record, p Params) Model {
 		switch {
 		case r.KilledForMemory && r.Items > 0 && r.CensorBytes() > 0:
 			m.censors = append(m.censors, censor{items: r.Items, threads: r.Threads, bytes: r.CensorBytes(), recent: i > lastOK})
-		case r.Succeeded() && r.LimitBytes > 0 && float64(r.Need()) > float64(r.LimitBytes)*(1+p.Margin):
-			m.overshoots = append(m.overshoots, overshoot{items: r.Items, threads: r.Threads, limit: r.LimitBytes, bytes: r.Need()})
+		case r.Succeeded() && r.declared() > 0 && float64(r.Need()) > float64(r.declared())*(1+p.Margin):
+			m.overshoots = append(m.overshoots, overshoot{items: r.Items, threads: r.Threads, declared: r.declared(), bytes: r.Need()})
 		}
 	}
 	m.Samples = len(ok)
@@ -522,17 +522,19 @@ func (m Model) Refutes(c Costs) bool {
 	return false
 }
 
-// Exceeded is how far the batches run under costs c went above them: the
-// largest ratio of need to reservation among the profile's successful
-// batches whose reservation is what c gives their items and threads, and
-// that needed more than it by more than Params.Margin; 0 when none did.
-// Batches reserved under other costs (another task's declaration, the
-// model's) prove nothing about c.
+// Exceeded is how far stated costs c fell short of what the batches of
+// the tasks stating them needed: the largest ratio of need to what c gave
+// among the profile's successful batches whose task's stated costs gave
+// them what c gives their items and threads (Record.DeclaredBytes; in
+// older records, the reservation), and that needed more than that by
+// more than Params.Margin, whatever they were reserved (a raise
+// included); 0 when none did. Batches of tasks stating other costs prove
+// nothing about c, unless those costs give the same bytes at that size.
 func (m Model) Exceeded(c Costs) float64 {
 	var ratio float64
 	for _, o := range m.overshoots {
-		if c.Need(o.items, o.threads) == o.limit {
-			ratio = max(ratio, float64(o.bytes)/float64(o.limit))
+		if c.Need(o.items, o.threads) == o.declared {
+			ratio = max(ratio, float64(o.bytes)/float64(o.declared))
 		}
 	}
 	return ratio

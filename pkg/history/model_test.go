@@ -227,9 +227,10 @@ func TestCensoredSamples(t *testing.T) {
 	}
 }
 
-// Exceeded: only a successful batch reserved under the costs asked about,
-// that needed more than its reservation by more than the margin, proves
-// them too low; by how much is the worst such batch's ratio.
+// Exceeded: only a successful batch of a task stating the costs asked
+// about (what they give it: DeclaredBytes, else its reservation), that
+// needed more than that by more than the margin, proves them too low; by
+// how much is the worst such batch's ratio.
 func TestExceeded(t *testing.T) {
 	p := Params{}
 	declared := Costs{FixedBytes: 100 * mib, PerItemBytes: 10 * mib}
@@ -266,6 +267,15 @@ func TestExceeded(t *testing.T) {
 	recs = append(recs, run(declared, 8, 1.08))
 	if r := Fit(recs, p).Exceeded(declared); math.Abs(r-1.08) > 0.001 {
 		t.Fatalf("a batch 8 %% above its declaration: Exceeded %.3f, want 1.08", r)
+	}
+	// A batch reserved under a raise (its limit above what the
+	// declaration gives) is judged against the declaration: needing 12 %
+	// more than declared, within its raised limit, it still proves the
+	// declaration short, once the batches before it are gone.
+	raised := Record{Items: 16, Threads: 1, DeclaredBytes: declared.Need(16, 1), LimitBytes: declared.Need(16, 1) * 5 / 4,
+		PeakMemoryBytes: declared.Need(16, 1) * 112 / 100}
+	if r := Fit([]Record{raised}, p).Exceeded(declared); math.Abs(r-1.12) > 0.001 {
+		t.Fatalf("a batch under a raise, 12 %% above the declaration: Exceeded %.3f, want 1.12", r)
 	}
 }
 

@@ -30,6 +30,12 @@ type Record struct {
 	WorkingSetBytes int64 `json:"workingSetBytes,omitempty"`
 	// LimitBytes is the memory the batch's contract reserved.
 	LimitBytes int64 `json:"limitBytes,omitempty"`
+	// DeclaredBytes is what the task's stated costs gave the batch's
+	// memory (0: none stated, or a record from before it was kept);
+	// LimitBytes may be more (a raise, a retry after a kill).
+	// DeclaredGPUBytes is the same for GPU memory.
+	DeclaredBytes    int64 `json:"declaredBytes,omitempty"`
+	DeclaredGPUBytes int64 `json:"declaredGPUBytes,omitempty"`
 	// Duration of the batch.
 	Duration time.Duration `json:"duration"`
 	// ExitCode of the command (-1 when killed); Reason why it ended when
@@ -65,7 +71,7 @@ func GPURecords(recs []Record) []Record {
 		g := Record{
 			Time: r.Time, Task: r.Task, Batch: r.Batch, Generation: r.Generation, Attempt: r.Attempt,
 			Items: r.Items, Threads: r.Threads, Duration: r.Duration,
-			PeakMemoryBytes: r.GPUMemoryBytes, LimitBytes: r.GPULimitBytes,
+			PeakMemoryBytes: r.GPUMemoryBytes, LimitBytes: r.GPULimitBytes, DeclaredBytes: r.DeclaredGPUBytes,
 			ExitCode: r.ExitCode, Reason: r.Reason, KilledForMemory: r.KilledForGPUMemory,
 		}
 		if r.KilledForGPUMemory {
@@ -86,6 +92,15 @@ func (r Record) Succeeded() bool {
 // more than: the larger of its measured peak and its reserved memory.
 func (r Record) CensorBytes() int64 {
 	return max(r.PeakMemoryBytes, r.LimitBytes)
+}
+
+// declared is what the stated costs gave the batch: DeclaredBytes, or,
+// in a record from before it was kept, the reservation.
+func (r Record) declared() int64 {
+	if r.DeclaredBytes > 0 {
+		return r.DeclaredBytes
+	}
+	return r.LimitBytes
 }
 
 // Need is the memory the batch needed: its working set where measured,

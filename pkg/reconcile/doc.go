@@ -201,7 +201,8 @@
 // file, else the store). A store that cannot be opened leaves learning
 // in memory; one bbolt finds invalid is moved aside, never deleted. The
 // one rule: a stated resources block is the contract (declared), raised
-// only when batches reserved under it needed more or a kill refuted it; with
+// only when the batches of tasks stating it needed more or a kill refuted
+// it; with
 // estimate: learned, or no memory stated, the profile's model gives the
 // costs (once it has MinSamples batches when costs are stated too); with
 // nothing known, batch.min runs under a provisional reservation

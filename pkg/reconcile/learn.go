@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -66,6 +67,17 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 		GPULimitBytes:      b.Contract.GPUMemoryBytes,
 		KilledForGPUMemory: res.Reason == v1alpha1.ReasonGPUMemoryExceeded,
 	}
+	// What the task's stated costs give the batch, whatever it was
+	// reserved: the evidence a declaration is judged by (Model.Exceeded).
+	// A unified GPU's costs are in its memory reservation: in it too.
+	est := t.Estimate
+	rec.DeclaredBytes = history.Costs{FixedBytes: est.FixedMemory, PerItemBytes: est.PerItemMemory, PerThreadBytes: est.PerThreadMemory}.Need(b.Size, b.Contract.Threads)
+	gpuDeclared := history.Costs{FixedBytes: est.FixedGPUMemory, PerItemBytes: est.PerItemGPUMemory}.Need(b.Size, 0)
+	if b.Contract.GPUSlots > 0 && b.Contract.GPUMemoryBytes == 0 {
+		rec.DeclaredBytes = min(rec.DeclaredBytes, math.MaxInt64-gpuDeclared) + gpuDeclared
+	} else {
+		rec.DeclaredGPUBytes = gpuDeclared
+	}
 	if rec.WorkingSetBytes == 0 {
 		// Without a cgroup (the sampler), the peak stands for it.
 		rec.WorkingSetBytes = rec.PeakMemoryBytes
@@ -84,12 +96,13 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 
 // Estimate is the estimate of a learning task's next batch, or of a task
 // killed for memory (kills > 0):
-//   - a task that stated costs and was never killed keeps them, raised
-//     when batches reserved under them needed more than they gave
-//     (raiseExceeded), until the profile's model has Params.MinSamples
-//     successful batches; then, in learned mode, the model's costs; in
-//     declared mode, the stated costs, or when raised, the model's costs
-//     if they give more than the raise. A batch of the profile
+//   - a task that stated costs and was never killed keeps them, or,
+//     when the batches of the tasks stating them needed more than they
+//     gave, a raise (raiseExceeded), until the profile's model has
+//     Params.MinSamples successful batches; then, in learned mode, the
+//     model's costs; in declared mode, the stated costs when not raised,
+//     else each cost the larger of the raise's and the model's (no batch
+//     size gets less than either gives it). A batch of the profile
 //     killed holding at least what the stated costs give its size ends
 //     the wait at once (history.Model.Refutes): the model's costs, so
 //     that each task stating them is not killed in turn;
@@ -124,16 +137,20 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 	c = c.ForInput(t.InputBytesPerItem)
 	stated := history.Costs{FixedBytes: e.FixedMemory, PerItemBytes: e.PerItemMemory, PerThreadBytes: e.PerThreadMemory}
 	if kills == 0 && declared && !m.Refutes(stated) {
+		// The declaration stands unless the batches of the tasks
+		// stating it needed more (every task stating it is raised, not
+		// only the one whose batches did); then each cost is the larger
+		// of the raise's and the model's, so that no batch size gets
+		// less than either gives it.
 		raised := raiseExceeded(m, stated, p.Margin)
-		e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = raised.FixedBytes, raised.PerItemBytes, raised.PerThreadBytes
+		learning := t.Mode == v1alpha1.EstimateLearned && m.Samples >= p.MinSamples
 		switch {
-		case m.Samples < p.MinSamples:
+		case learning:
+		case raised != stated && ok && m.Samples >= p.MinSamples:
+			e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = max(raised.FixedBytes, c.FixedBytes), max(raised.PerItemBytes, c.PerItemBytes), max(raised.PerThreadBytes, c.PerThreadBytes)
 			return e
-		case t.Mode != v1alpha1.EstimateLearned && (raised == stated || !(ok && l.belowMeasured(e, c))):
-			// The declaration stands unless batches run under it needed
-			// more (every task stating it is raised, not only the one
-			// whose batches did); then the model's costs when they
-			// give more than the raise.
+		default:
+			e.FixedMemory, e.PerItemMemory, e.PerThreadMemory = raised.FixedBytes, raised.PerItemBytes, raised.PerThreadBytes
 			return e
 		}
 	}
@@ -169,10 +186,11 @@ func (l *learner) estimate(t *queue.Task, kills int, m history.Model) governor.E
 
 // gpuEstimate revises the GPU memory costs of e as estimate revises its
 // memory costs, from the profile's GPU model: a task that reserves GPU
-// memory keeps its declaration (raised when batches reserved under it
-// needed more: raiseExceeded) until the model has Params.MinSamples
-// successful batches, then, learning, takes the model's costs (declared
-// mode: only when raised, and the model gives more); after a kill for GPU
+// memory keeps its declaration (or its raise, when the batches of the
+// tasks stating it needed more: raiseExceeded) until the model has
+// Params.MinSamples successful batches, then, learning, takes the model's
+// costs (declared mode: when raised, each cost the larger of the raise's
+// and the model's); after a kill for GPU
 // memory, its own or a batch of the profile's at no less than the
 // declaration, the model's costs, the kill bumped. A task that reserves no GPU
 // memory has none measured: it is left as it is.
@@ -196,17 +214,17 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 	fixed := c.FixedBytes + c.PerThreadBytes*int64(max(e.Threads, 1))
 	stated := history.Costs{FixedBytes: e.FixedGPUMemory, PerItemBytes: e.PerItemGPUMemory}
 	if kills == 0 && !m.Refutes(stated) {
-		// As memory's: raised when batches reserved under it needed more.
+		// As memory's: the declaration stands unless the batches of the
+		// tasks stating it needed more; then each cost is the larger of
+		// the raise's and the model's.
 		raised := raiseExceeded(m, stated, p.Margin)
-		e.FixedGPUMemory, e.PerItemGPUMemory = raised.FixedBytes, raised.PerItemBytes
-		// Compared at the largest batch the task can still run.
-		n := max(min(e.BatchMax, t.ItemsTotal-t.ItemsDone), 1)
-		declared := e.FixedGPUMemory + e.PerItemGPUMemory*n
-		learned := fixed + c.PerItemBytes*n
 		switch {
-		case m.Samples < p.MinSamples:
+		case t.Mode == v1alpha1.EstimateLearned && m.Samples >= p.MinSamples:
+		case raised != stated && m.Samples >= p.MinSamples:
+			e.FixedGPUMemory, e.PerItemGPUMemory = max(raised.FixedBytes, fixed), max(raised.PerItemBytes, c.PerItemBytes)
 			return e
-		case t.Mode != v1alpha1.EstimateLearned && (raised == stated || learned <= declared):
+		default:
+			e.FixedGPUMemory, e.PerItemGPUMemory = raised.FixedBytes, raised.PerItemBytes
 			return e
 		}
 	}
@@ -220,36 +238,16 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 	return e
 }
 
-// maxRaises bounds raiseExceeded's chain of raises.
-const maxRaises = 8
-
-// raiseExceeded is stated raised by what the batches run under it needed
-// (history.Model.Exceeded), the margin on top, then by what the batches run
-// under that raise needed, and so on: stated itself when no batch run under
-// it needed more than it by more than the margin. Only a batch reserved
-// under the costs proves them too low: a fit pooled over a profile's
+// raiseExceeded is stated raised by what the batches of the tasks stating
+// it needed (history.Model.Exceeded), the margin on top; stated itself
+// when none needed more than it by more than the margin. Only the batches
+// of tasks stating the costs judge them: a fit pooled over a profile's
 // tasks, margins included, gives an exact declaration more than it states.
 func raiseExceeded(m history.Model, stated history.Costs, margin float64) history.Costs {
-	c := stated
-	for range maxRaises {
-		r := m.Exceeded(c)
-		if r == 0 {
-			break
-		}
-		c = c.Scaled(r * (1 + margin))
+	if r := m.Exceeded(stated); r > 0 {
+		return stated.Scaled(r * (1 + margin))
 	}
-	return c
-}
-
-// belowMeasured reports whether the declared estimate e gives its largest
-// batch less than the learned costs c do.
-func (l *learner) belowMeasured(e governor.Estimate, c history.Costs) bool {
-	n := e.BatchMax
-	if c.BatchCap > 0 {
-		n = min(n, max(c.BatchCap, e.BatchMin))
-	}
-	declared := e.FixedMemory + e.PerItemMemory*n + e.PerThreadMemory*int64(e.Threads)
-	return c.Need(n, e.Threads) > declared
+	return stated
 }
 
 // Suggestion is what the history says a task should declare.

@@ -235,12 +235,64 @@ func TestLearnerDeclaredStandsUnlessItsBatchesNeededMore(t *testing.T) {
 	if got := costsOf(l.Estimate(apart, queue.Kills{})); got != apart.Estimate {
 		t.Fatalf("a task stating other costs: %+v, want them", got)
 	}
-	// The batch run under the raise needed 7 % more than it: raised again.
+	// The batch run under the raise needed 7 % more than the raise:
+	// raised again, by what it needed over the declaration.
 	raisedNeed := e.FixedMemory + e.PerItemMemory*16
 	finish(l, low, 16, raisedNeed*107/100, raisedNeed, false)
 	e = l.Estimate(low, queue.Kills{})
 	if need := e.FixedMemory + e.PerItemMemory*16; need < raisedNeed*107/100 {
 		t.Fatalf("a batch 7 %% above the raise: %d MiB for 16 items, want at least the %d MiB it needed", need/mi, raisedNeed*107/100/mi)
+	}
+
+	// The raise outlives the batch that proved it: once the book has
+	// dropped it, the batches run under the raise, within it, still
+	// needed more than the declaration.
+	l = newTestLearner(64 << 30)
+	l.book = history.NewBook(4, history.Params{})
+	finish(l, low, 8, declared(8)*109/100, declared(8), false)
+	e = l.Estimate(low, queue.Kills{})
+	for range 4 {
+		finish(l, low, 8, declared(8)*109/100, e.FixedMemory+e.PerItemMemory*8, false)
+	}
+	if got := costsOf(l.Estimate(low, queue.Kills{})); got.FixedMemory+got.PerItemMemory*8 < declared(8)*109/100 {
+		t.Fatalf("after the proving batch left the book: %d MiB for 8 items, its batches need %d MiB", (got.FixedMemory+got.PerItemMemory*8)/mi, declared(8)*109/100/mi)
+	}
+
+	// Raised, then the model of the profile (other tasks, generous, a
+	// steeper cost per item and none fixed) gives the largest batch more
+	// than the raise: no batch size gets less than either gives it.
+	l = newTestLearner(64 << 30)
+	big := learnTask(v1alpha1.EstimateDeclared, 1000*mi, 1*mi)
+	big.Name, big.ItemsTotal, big.Estimate.BatchMax = "big", 64, 64
+	finish(l, big, 4, 1100*mi, 1004*mi, false)
+	for i := range 40 {
+		o := learnTask(v1alpha1.EstimateDeclared, 8000*mi, 0)
+		o.Name = fmt.Sprintf("o%d", i)
+		finish(l, o, int64(8+i), 65*mi*int64(8+i), 8000*mi, false)
+	}
+	big.ItemsDone = 60
+	e = l.Estimate(big, queue.Kills{})
+	for _, n := range []int64{1, 4, 64} {
+		need := e.FixedMemory + e.PerItemMemory*n
+		if need < (1000*mi+1*mi*n)*109/100 || need < 65*mi*n {
+			t.Errorf("raised, the model steeper: %d MiB for %d items, below the raise or the model", need/mi, n)
+		}
+	}
+}
+
+// A batch on a unified GPU has the GPU costs in its memory reservation:
+// a need within memory's and the GPU's declared costs proves nothing.
+func TestLearnerUnifiedGPUDeclaration(t *testing.T) {
+	l := newTestLearner(64 << 30)
+	tk := learnTask(v1alpha1.EstimateDeclared, 100*mi, 10*mi)
+	tk.Estimate.FixedGPUMemory, tk.Estimate.PerItemGPUMemory, tk.Estimate.GPUSlots = 500*mi, 50*mi, 1
+	memory := int64(100*mi + 10*mi*8 + 500*mi + 50*mi*8)
+	for range 3 {
+		l.Observe(tk, queue.Batch{Size: 8, Contract: governor.Contract{Threads: 1, MemoryBytes: memory, GPUSlots: 1}},
+			queue.BatchResult{PeakMemoryBytes: memory * 98 / 100, Started: time.Unix(0, 0), Ended: time.Unix(1, 0)})
+	}
+	if e := costsOf(l.Estimate(tk, queue.Kills{})); e != tk.Estimate {
+		t.Fatalf("unified GPU, batches within memory and GPU costs declared: %+v changed", e)
 	}
 }
 
