@@ -266,12 +266,7 @@ func (a advisor) reservedText(b *queue.Batch) string {
 	if spec.Resources.EffectiveEstimate() == v1alpha1.EstimateLearned {
 		return "the learned estimate reserved " + had
 	}
-	e := EstimateFor(spec, b.Total)
-	declared := e.FixedMemory + e.PerItemMemory*b.Size + e.PerThreadMemory*int64(b.Contract.Threads)
-	if b.Contract.GPUSlots > 0 && b.Contract.GPUMemoryBytes == 0 {
-		// A unified GPU: its costs are in the RAM reservation.
-		declared += e.FixedGPUMemory + e.PerItemGPUMemory*b.Size
-	}
+	declared, _ := declaredBytes(EstimateFor(spec, b.Total), b.Size, b.Contract)
 	switch {
 	case declared <= 0:
 		return "it had " + had + " reserved (no memory declared)"

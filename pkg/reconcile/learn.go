@@ -69,15 +69,7 @@ func (l *learner) Observe(t *queue.Task, b queue.Batch, res queue.BatchResult) {
 	}
 	// What the task's stated costs give the batch, whatever it was
 	// reserved: the evidence a declaration is judged by (Model.Exceeded).
-	// A unified GPU's costs are in its memory reservation: in it too.
-	est := t.Estimate
-	rec.DeclaredBytes = history.Costs{FixedBytes: est.FixedMemory, PerItemBytes: est.PerItemMemory, PerThreadBytes: est.PerThreadMemory}.Need(b.Size, b.Contract.Threads)
-	gpuDeclared := history.Costs{FixedBytes: est.FixedGPUMemory, PerItemBytes: est.PerItemGPUMemory}.Need(b.Size, 0)
-	if b.Contract.GPUSlots > 0 && b.Contract.GPUMemoryBytes == 0 {
-		rec.DeclaredBytes = min(rec.DeclaredBytes, math.MaxInt64-gpuDeclared) + gpuDeclared
-	} else {
-		rec.DeclaredGPUBytes = gpuDeclared
-	}
+	rec.DeclaredBytes, rec.DeclaredGPUBytes = declaredBytes(t.Estimate, b.Size, b.Contract)
 	if rec.WorkingSetBytes == 0 {
 		// Without a cgroup (the sampler), the peak stands for it.
 		rec.WorkingSetBytes = rec.PeakMemoryBytes
@@ -236,6 +228,19 @@ func (l *learner) gpuEstimate(e governor.Estimate, t *queue.Task, kills int) gov
 		e.BatchMax = min(e.BatchMax, max(c.BatchCap, e.BatchMin))
 	}
 	return e
+}
+
+// declaredBytes is what the stated costs in e give a batch of size items
+// run under contract c: its memory (with a unified GPU's costs, which
+// its memory reservation holds too) and its GPU memory on a dedicated
+// GPU (else 0). Saturating, never negative for costs that are not.
+func declaredBytes(e governor.Estimate, size int64, c governor.Contract) (memory, gpu int64) {
+	memory = history.Costs{FixedBytes: e.FixedMemory, PerItemBytes: e.PerItemMemory, PerThreadBytes: e.PerThreadMemory}.Need(size, c.Threads)
+	gpu = history.Costs{FixedBytes: e.FixedGPUMemory, PerItemBytes: e.PerItemGPUMemory}.Need(size, 0)
+	if c.GPUSlots > 0 && c.GPUMemoryBytes == 0 {
+		return min(memory, math.MaxInt64-gpu) + gpu, 0
+	}
+	return memory, gpu
 }
 
 // raiseExceeded is stated raised by what the batches of the tasks stating
