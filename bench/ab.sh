@@ -11,15 +11,16 @@
 # and each run learns into a history of its own, never the machine's.
 # Each run starts once the CPU pressure the last one left has settled
 # (bench/settle.sh).
-# With AB_SLEEP=S, the N tasks each run `sleep S` instead, all at once
-# (--max-parallel N): what the controller itself spends supervising long
-# batches (samples, probes), its share of a core printed beside; give it
-# the same binary twice to see the spread between runs.
+# With AB_SLEEP=S, the N tasks (default 2) each run `sleep S` instead,
+# all at once (--max-parallel N): what the controller itself spends
+# supervising long batches (samples, probes), its share of a core printed
+# beside; give it the same binary twice to see the spread between runs.
 # Environment: BENCHKIT (default bin/benchkit), CONTROLLER_FLAGS, AB_SLEEP.
 set -euo pipefail
 
 [ $# -ge 2 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
 old=$1 new=$2 rounds=${3:-4} n=${4:-2000}
+[ -n "${AB_SLEEP:-}" ] && [ -z "${4:-}" ] && n=2 # sleepers: two by default
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/settle.sh
 . "$ROOT/bench/settle.sh"
