@@ -375,7 +375,7 @@ func packingTargets(c string, ctl Record, peers []Record, lb LowerBound) (string
 			if p.F["makespan_s"] < best {
 				best, name = p.F["makespan_s"], p.Subject
 			}
-			if c, ok := p.F["cpu_s"]; ok && c > 0 && c < bestCPU {
+			if c := p.F["cpu_s"]; c > 0 && c < bestCPU { // 0: not measured
 				bestCPU, nameCPU = c, p.Subject
 			}
 		}
