@@ -15,12 +15,22 @@
 # all at once (--max-parallel N): what the controller itself spends
 # supervising long batches (samples, probes), its share of a core printed
 # beside; give it the same binary twice to see the spread between runs.
-# Environment: BENCHKIT (default bin/benchkit), CONTROLLER_FLAGS, AB_SLEEP.
+# With AB_PAIR=1 too, the two builds run at the same time, each with its
+# own sleepers (--share --memory-capacity 1Gi): the machine's drift then
+# falls on both alike, where runs in turn differ by 10 % from one to the
+# next on this machine.
+# Environment: BENCHKIT (default bin/benchkit), CONTROLLER_FLAGS, AB_SLEEP,
+# AB_PAIR.
 set -euo pipefail
 
-[ $# -ge 2 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
+[ $# -ge 2 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2; }
 old=$1 new=$2 rounds=${3:-4} n=${4:-2000}
 [ -n "${AB_SLEEP:-}" ] && [ -z "${4:-}" ] && n=2 # sleepers: two by default
+pair=${AB_PAIR:-}
+if [ -n "$pair" ]; then
+	[ -n "${AB_SLEEP:-}" ] || { echo "ab.sh: AB_PAIR wants AB_SLEEP (trivial tasks of two builds at once compete for the CPU)" >&2 && exit 2; }
+	CONTROLLER_FLAGS="${CONTROLLER_FLAGS:-} --share --memory-capacity 1Gi"
+fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/settle.sh
 . "$ROOT/bench/settle.sh"
@@ -51,7 +61,7 @@ EOF
 
 # run BIN LABEL: one run; prints "LABEL WALL CPU".
 run() {
-	local spool=$work/$RANDOM$RANDOM/spool pid last="" s e parallel=2
+	local spool=$work/$2-$RANDOM$RANDOM/spool pid last="" s e parallel=2
 	mkdir -p "$spool" && chmod 700 "$spool"
 	if [ -n "${AB_SLEEP:-}" ]; then
 		sleepers "$spool"
@@ -72,6 +82,12 @@ run() {
 }
 
 for _ in $(seq "$rounds"); do
+	if [ -n "$pair" ]; then
+		run "$old" old &
+		run "$new" new &
+		wait
+		continue
+	fi
 	run "$old" old
 	run "$new" new
 done | tee "$work/runs" | awk '{ printf "%-4s wall %6.2f s  controller CPU %6.3f s (%.2f %% of a core)\n", $1, $2, $3, 100 * $3 / $2 }'
