@@ -84,8 +84,10 @@ run() {
 for _ in $(seq "$rounds"); do
 	if [ -n "$pair" ]; then
 		run "$old" old &
+		a=$!
 		run "$new" new &
-		wait
+		wait "$a" # a failed run ends the script, as in turn
+		wait $!
 		continue
 	fi
 	run "$old" old
