@@ -26,6 +26,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/probe"
 	"github.com/lardon3d/lardon3d-controller/pkg/queue"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
+	"github.com/lardon3d/lardon3d-controller/pkg/registry"
 	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
@@ -415,6 +416,11 @@ serves other users' spools and runs each task as the spool's owner.
 			return &exitError{code: 2, err: err}
 		}
 		defer func() { _ = claim.Release() }()
+		for _, c := range claim.Beside() {
+			// Never in the way of root's: it stops once it reads our claim.
+			log.Warn().Int("pid", c.PID).Int("uid", c.UID).Str("user", c.User).Strs("spools", c.Spools).
+				Msg("a user's controller runs on this machine; it stops within seconds, seeing this one (the system's) registered, and the spools it served are served here once the configuration names them")
+		}
 		cgroups, err := openCgroups(cgroupMode, cgroupParent, placed[0].stateDir, log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
@@ -493,8 +499,24 @@ serves other users' spools and runs each task as the spool's owner.
 			case <-ctx.Done():
 			}
 		}()
+		// A controller of another user stops once root's (the system
+		// service) registers: one governor per machine.
+		displaced := claim.Displaced(ctx, 2*time.Second)
+		systemSeen := make(chan *registry.Claim, 1)
+		go func() {
+			var system *registry.Claim
+			if c, ok := <-displaced; ok {
+				system = &c
+				log.Error().Int("pid", c.PID).Strs("spools", c.Spools).Msg("the system service now runs on this machine: this controller stops (every batch stopped, every status written)")
+				cancel()
+			}
+			systemSeen <- system // once the watch ended (ctx)
+		}()
 		out, err := host.Run(ctx)
 		cancel()
+		if system := <-systemSeen; system != nil {
+			return &exitError{code: 2, err: fmt.Errorf("stopped: a controller runs as root on this machine (the system service), and one governor serves a machine: %s; its configuration may serve your spool (~/lardon3d/spool), or ask root to add it", system.Describe())}
+		}
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

@@ -14,9 +14,46 @@ import (
 const shareAdvice = "serve every spool from one controller (run --spool A --spool B, or add the spool to its configuration), or stop it; " +
 	"two controllers that both say --share with a --memory-capacity each, fitting together in the machine's memory, may run side by side"
 
+// counts says whether the live claim c is one that want must run beside:
+// a claim of another process and, for root's controller (the system
+// service), a claim of root's only. A controller of another user never
+// keeps root's from starting (it is told to stop: displacedBy); a
+// user's controller counts root's, as every other.
+func counts(c, want Claim) bool {
+	return c.PID != want.PID && (want.UID != 0 || c.UID == 0)
+}
+
+// beside returns the live claims that do not count for want although
+// another process holds them: for root's controller, the other users'
+// controllers running, to be named in its log.
+func beside(live []Claim, want Claim) []Claim {
+	var out []Claim
+	for _, c := range live {
+		if c.PID != want.PID && !counts(c, want) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// displacedBy says whether the controller of mine, of a user other than
+// root, is to stop: the first of root's live claims it would not be
+// admitted beside (decide), if any.
+func displacedBy(live []Claim, mine Claim, machineMemory int64) (Claim, bool) {
+	if mine.UID == 0 {
+		return Claim{}, false
+	}
+	roots := slices.DeleteFunc(slices.Clone(live), func(c Claim) bool { return c.UID != 0 || c.PID == mine.PID })
+	var busy *BusyError
+	if err := decide(roots, mine, machineMemory); errors.As(err, &busy) {
+		return busy.Other, true
+	}
+	return Claim{}, false
+}
+
 // decide says whether want may run beside the live claims: nil, or why
 // not. A claim of want's own PID (this process's, or a PID reused) is no
-// conflict.
+// conflict, nor, for root's controller, one of another user (counts).
 func decide(live []Claim, want Claim, machineMemory int64) error {
 	if want.Share && want.MemoryCapacity <= 0 {
 		return ErrShareNeedsCapacity
@@ -24,7 +61,7 @@ func decide(live []Claim, want Claim, machineMemory int64) error {
 	if want.Share && machineMemory <= 0 {
 		return errors.New("the machine's memory is unknown, so the capacities of the controllers sharing it cannot be checked")
 	}
-	others := slices.DeleteFunc(slices.Clone(live), func(c Claim) bool { return c.PID == want.PID })
+	others := slices.DeleteFunc(slices.Clone(live), func(c Claim) bool { return !counts(c, want) })
 	for _, c := range others {
 		for _, s := range want.Spools {
 			if slices.Contains(c.Spools, s) {

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -9,9 +10,11 @@ import (
 const gib = int64(1) << 30
 
 func TestDecide(t *testing.T) {
-	solo := func(pid int, spools ...string) Claim { return Claim{PID: pid, User: "alice", Spools: spools} }
+	solo := func(pid int, spools ...string) Claim {
+		return Claim{PID: pid, UID: 1000, User: "alice", Spools: spools}
+	}
 	shared := func(pid int, capacity int64, spools ...string) Claim {
-		return Claim{PID: pid, User: "alice", Spools: spools, Share: true, MemoryCapacity: capacity}
+		return Claim{PID: pid, UID: 1000, User: "alice", Spools: spools, Share: true, MemoryCapacity: capacity}
 	}
 	tests := []struct {
 		name     string
@@ -45,6 +48,13 @@ func TestDecide(t *testing.T) {
 		{name: "damaged huge capacity does not overflow", live: []Claim{shared(2, 1<<62, "/b"), shared(3, 1<<62, "/c")}, want: shared(1, 1<<62, "/a"), memory: 8 * gib, busyPID: 2},
 		{name: "unreadable live claim", live: []Claim{{PID: 7, UID: 1000}}, want: solo(1, "/a"), memory: 8 * gib, busyPID: 7,
 			contains: "pid 7 (uid 1000) serves spools its claim does not name"},
+		// Root's controller (the system service) counts root's claims only.
+		{name: "root beside a user's", live: []Claim{solo(2, "/b")}, want: Claim{PID: 1, Spools: []string{"/a"}}, memory: 8 * gib},
+		{name: "root beside a user's on its spool", live: []Claim{solo(2, "/a")}, want: Claim{PID: 1, Spools: []string{"/a"}}, memory: 8 * gib},
+		{name: "root beside a user's unreadable claim", live: []Claim{{PID: 7, UID: 1000}}, want: Claim{PID: 1, Spools: []string{"/a"}}, memory: 8 * gib},
+		{name: "root beside root's", live: []Claim{{PID: 2, Spools: []string{"/b"}}, solo(3, "/c")}, want: Claim{PID: 1, Spools: []string{"/a"}}, memory: 8 * gib, busyPID: 2},
+		{name: "root sharing, users' capacities not counted", live: []Claim{shared(2, 6*gib, "/b")}, want: Claim{PID: 1, Spools: []string{"/a"}, Share: true, MemoryCapacity: 4 * gib}, memory: 8 * gib},
+		{name: "a user beside root's", live: []Claim{{PID: 2, Spools: []string{"/b"}}}, want: solo(1, "/a"), memory: 8 * gib, busyPID: 2},
 		{name: "command named", live: []Claim{{PID: 7, User: "bob", Spools: []string{"/b"}, Command: "lardon3d-controller run --spool /b"}}, want: solo(1, "/a"), memory: 8 * gib, busyPID: 7,
 			contains: `pid 7 (user bob, started as "lardon3d-controller run --spool /b") serves /b`},
 	}
@@ -80,6 +90,73 @@ func TestFormatBytes(t *testing.T) {
 	} {
 		if got := formatBytes(n); got != want {
 			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestBesideAndDisplaced(t *testing.T) {
+	root := func(pid int, share bool, capacity int64) Claim {
+		return Claim{PID: pid, Spools: []string{"/root"}, Share: share, MemoryCapacity: capacity}
+	}
+	user := func(pid, uid int, share bool, capacity int64) Claim {
+		return Claim{PID: pid, UID: uid, Spools: []string{"/u"}, Share: share, MemoryCapacity: capacity}
+	}
+	tests := []struct {
+		name      string
+		live      []Claim
+		mine      Claim
+		displaced int // the PID of root's claim that displaces mine, 0 for none
+	}{
+		{name: "no root controller", live: []Claim{user(2, 1001, false, 0)}, mine: user(1, 1000, false, 0)},
+		{name: "root's appears", live: []Claim{root(2, false, 0)}, mine: user(1, 1000, false, 0), displaced: 2},
+		{name: "root's, among users'", live: []Claim{user(3, 1001, false, 0), root(5, false, 0)}, mine: user(1, 1000, false, 0), displaced: 5},
+		{name: "both share and fit", live: []Claim{root(2, true, 4*gib)}, mine: user(1, 1000, true, 2*gib)},
+		{name: "both share, do not fit", live: []Claim{root(2, true, 7*gib)}, mine: user(1, 1000, true, 2*gib), displaced: 2},
+		{name: "root's does not share", live: []Claim{root(2, false, 0)}, mine: user(1, 1000, true, 2*gib), displaced: 2},
+		{name: "root is never displaced", live: []Claim{root(2, false, 0)}, mine: root(1, false, 0)},
+		{name: "its own pid", live: []Claim{{PID: 1}}, mine: user(1, 1000, false, 0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := displacedBy(tt.live, tt.mine, 8*gib)
+			if ok != (tt.displaced != 0) || ok && c.PID != tt.displaced {
+				t.Errorf("displacedBy = %+v, %v; want pid %d", c, ok, tt.displaced)
+			}
+		})
+	}
+	live := []Claim{root(2, false, 0), user(3, 1000, false, 0), user(4, 1001, false, 0), {PID: 1}}
+	var pids []int
+	for _, c := range beside(live, root(1, false, 0)) {
+		pids = append(pids, c.PID)
+	}
+	if !slices.Equal(pids, []int{3, 4}) {
+		t.Errorf("beside root's = %v, want the users' 3 and 4", pids)
+	}
+	if got := beside(live, user(5, 1000, false, 0)); len(got) != 0 {
+		t.Errorf("beside a user's = %+v, want none: every claim counts for a user", got)
+	}
+}
+
+// A claim is genuine only while its lock is held by the very process it
+// names, as its owner, running a controller.
+func TestGenuine(t *testing.T) {
+	ctl := holder{pid: 10, uid: 1000, controller: true}
+	for _, tt := range []struct {
+		name         string
+		owner, named int
+		h            holder
+		want         bool
+	}{
+		{"the controller it names", 1000, 10, ctl, true},
+		{"root's", 0, 10, holder{pid: 10, uid: 0, controller: true}, true},
+		{"no holder found", 1000, 10, holder{uid: -1}, false},
+		{"held by another process", 1000, 11, ctl, false},
+		{"held by another user's process", 0, 10, ctl, false},
+		{"holder's user unknown", 1000, 10, holder{pid: 10, uid: -1, controller: true}, false},
+		{"held by flock(1) or a script", 1000, 10, holder{pid: 10, uid: 1000}, false},
+	} {
+		if got := genuine(tt.owner, tt.named, tt.h); got != tt.want {
+			t.Errorf("%s: genuine = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

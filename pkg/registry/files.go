@@ -38,10 +38,12 @@ const (
 var lockWait = 10 * time.Second
 
 // lockRegistry takes the exclusive flock on dir's registry.lock, waiting
-// at most lockWait, and returns its release.
-func lockRegistry(dir string) (func(), error) {
+// at most lockWait, and returns its release. private is for the system's
+// directory, which only root writes: its lock is mode 0600 and root's, so
+// that no user can open it, hence hold it.
+func lockRegistry(dir string, private bool) (func(), error) {
 	path := filepath.Join(dir, lockName)
-	f, err := openLock(path)
+	f, err := openLock(path, private)
 	if err != nil {
 		return nil, fmt.Errorf("registry lock: %w", err)
 	}
@@ -61,12 +63,27 @@ func lockRegistry(dir string) (func(), error) {
 }
 
 // openLock opens the registry lock file, creating it readable by everyone
-// when missing. An existing one is opened without O_CREAT: with
-// fs.protected_regular, O_CREAT on another user's file in a sticky
-// directory fails even where the mode allows the open.
-func openLock(path string) (*os.File, error) {
+// when missing (private: by root alone). An existing one is opened without
+// O_CREAT: with fs.protected_regular, O_CREAT on another user's file in a
+// sticky directory fails even where the mode allows the open. A private
+// lock that is not a file of root's own (one a user left in the system's
+// directory of an older layout, mode 1777) is removed and made again.
+func openLock(path string, private bool) (*os.File, error) {
+	mode := os.FileMode(0o644)
+	if private {
+		mode = 0o600
+	}
 	for range 3 {
 		f, err := os.OpenFile(path, os.O_RDWR|noFollow, 0)
+		if err == nil && private {
+			if fi, serr := f.Stat(); serr != nil || !ownedByRoot(fi) || fi.Mode().Perm() != mode || !fi.Mode().IsRegular() {
+				_ = f.Close()
+				if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return nil, err
+				}
+				continue
+			}
+		}
 		if errors.Is(err, fs.ErrPermission) {
 			// flock works on a read-only descriptor too.
 			return os.OpenFile(path, os.O_RDONLY|noFollow, 0)
@@ -74,12 +91,12 @@ func openLock(path string) (*os.File, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err
 		}
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|noFollow, 0o644)
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|noFollow, mode)
 		if err == nil {
 			// Readable past the umask: every user's controller opens it
 			// (flock needs no write access), and none may link it (a
 			// file they cannot write, with fs.protected_hardlinks).
-			return f, f.Chmod(0o644)
+			return f, f.Chmod(mode)
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, err
@@ -129,7 +146,9 @@ func scan(dirs []string, pruneIn string) ([]Claim, error) {
 // inspect reads the claim at path and says whether its controller lives:
 // it does while it holds the file's exclusive flock, so a shared one is
 // refused. A claim whose lock can be had is stale (its controller died
-// without Release) and is removed when prune is set. A file whose name was
+// without Release) and is removed when prune is set. A locked claim that
+// is not genuine (its lock's holder is not the controller it names) is
+// ignored: neither alive nor removed. A file whose name was
 // given to a new version meanwhile (Held.Update renames the new one over
 // it, then lets the old one go) is read again under its name.
 func inspect(path string, prune bool) (Claim, bool, error) {
@@ -175,41 +194,17 @@ func inspectOnce(path string, prune bool) (c Claim, alive, replaced bool, err er
 		// Alive but unreadable: its name and owner still say who it is.
 		c = Claim{PID: pidOfName(filepath.Base(path))}
 	}
-	// Who, the kernel says, not the file: its owner is the user, the
-	// holder of its lock the process (anyone can write a claim).
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		if int(st.Uid) != c.UID {
-			c.UID, c.User = int(st.Uid), userName(int(st.Uid))
-		}
-		if pid := lockHolder(st); pid > 0 {
-			c.PID = pid
-		}
+	// Who, the kernel says, not the file: its owner is the user, and the
+	// holder of its lock must be the process it names, a controller of
+	// that user (anyone can write a claim, and lock it with flock(1)).
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !genuine(int(st.Uid), c.PID, lockHolder(st, c.PID)) {
+		return Claim{}, false, false, nil
+	}
+	if int(st.Uid) != c.UID {
+		c.UID, c.User = int(st.Uid), userName(int(st.Uid))
 	}
 	return c, true, false, nil
-}
-
-// lockHolder is flockHolder; unit tests that play several controllers in
-// one process (fake PIDs) replace it.
-var lockHolder = flockHolder
-
-// flockHolder is the process holding the exclusive flock on the file of
-// stat st, from /proc/locks ("1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE
-// 0 EOF"); 0 when it cannot be told.
-func flockHolder(st *syscall.Stat_t) int {
-	data, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return 0
-	}
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == want {
-			if pid, err := strconv.Atoi(f[4]); err == nil {
-				return pid
-			}
-		}
-	}
-	return 0
 }
 
 // publish writes want to a new claim file in dir and returns it open,

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -66,6 +67,50 @@ type Held struct {
 	file  *os.File   // holds the exclusive flock; nil once released
 	path  string
 	claim Claim
+	// Set by Acquire, then only read.
+	beside   []Claim  // users' controllers that run beside root's
+	memory   int64    // the machine's memory given to Acquire
+	readDirs []string // the directories read
+}
+
+// Beside returns, for root's controller, the controllers of other users
+// that ran when it registered: they never keep it from starting, and each
+// stops once it sees root's claim (Displaced). Nil for another user's.
+func (h *Held) Beside() []Claim { return slices.Clone(h.beside) }
+
+// Displaced watches the registry, every interval, for a controller of
+// root's (the system service) registering while this controller of
+// another user runs, and yields root's claim once this one would not be
+// admitted beside it (it does not share, or their capacities do not fit):
+// the system service serves the machine, and this controller is to stop.
+// The channel is closed after that claim, or when ctx ends; for root's
+// own controller it yields nothing.
+func (h *Held) Displaced(ctx context.Context, interval time.Duration) <-chan Claim {
+	out := make(chan Claim, 1)
+	mine := h.Claim()
+	if mine.UID == 0 {
+		go func() { <-ctx.Done(); close(out) }()
+		return out
+	}
+	go func() {
+		defer close(out)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			// A directory that cannot be read now is read at the next tick.
+			live, _ := scan(h.readDirs, "")
+			if c, ok := displacedBy(live, mine, h.memory); ok {
+				out <- c
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
 }
 
 // Claim returns the claim as registered: with PID, UID, User and Started
@@ -110,18 +155,20 @@ func (h *Held) Release() error {
 //
 // Acquire sets UID to this process's, fills PID, User and Started when
 // zero, and resolves the paths of Spools and StateDirs. It registers in
-// the first usable directory of Dirs and checks the claims in all of them.
+// the first usable directory for its user (root: the system's,
+// PrimaryDir; EnvDir when set) and checks the claims in all of Dirs. The
+// controllers of other users never keep root's from starting: Held.Beside
+// names them.
 func Acquire(c Claim, machineMemory int64) (*Held, error) {
 	want := normalize(c)
 	if want.Share && want.MemoryCapacity <= 0 {
 		return nil, ErrShareNeedsCapacity
 	}
-	dirs := Dirs()
-	dir, err := firstUsable(dirs)
+	p, err := firstUsable(registerPlaces(want.UID))
 	if err != nil {
 		return nil, err
 	}
-	return acquireIn(dir, dirs, want, machineMemory)
+	return acquireIn(p, Dirs(), want, machineMemory)
 }
 
 // acquireIn registers want in dir, the claims in readDirs allowing. The
@@ -131,8 +178,9 @@ func Acquire(c Claim, machineMemory int64) (*Held, error) {
 // waiting room, not a gate), the claim is published, then checked again
 // against every other: of two controllers registering at that very moment
 // both may refuse, never both start.
-func acquireIn(dir string, readDirs []string, want Claim, machineMemory int64) (*Held, error) {
-	unlock, lockErr := lockRegistry(dir)
+func acquireIn(p place, readDirs []string, want Claim, machineMemory int64) (*Held, error) {
+	dir := p.dir
+	unlock, lockErr := lockRegistry(dir, p.system)
 	prune := ""
 	if lockErr == nil {
 		defer unlock()
@@ -149,7 +197,7 @@ func acquireIn(dir string, readDirs []string, want Claim, machineMemory int64) (
 	if err != nil {
 		return nil, err
 	}
-	h := &Held{file: f, path: path, claim: want}
+	h := &Held{file: f, path: path, claim: want, beside: beside(live, want), memory: machineMemory, readDirs: readDirs}
 	if lockErr == nil {
 		return h, nil
 	}
@@ -186,6 +234,10 @@ func Serving(spool string) (Claim, bool, error) {
 	}
 	return Claim{}, false, err
 }
+
+// Describe names the claim's controller for messages: "pid 1234 (user
+// alice) serves /home/alice/spool".
+func (c Claim) Describe() string { return describe(c) }
 
 // StateDir is the state directory the claim declares for spool (resolved
 // as its spools are); "" when it declares none.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -42,8 +43,14 @@ func TestMain(m *testing.M) {
 	// The tests play several controllers in one process, with fake
 	// PIDs: the kernel would name this process as every lock's holder.
 	// TestTheKernelSaysWhoHoldsAClaim puts the real one back.
-	lockHolder = func(*syscall.Stat_t) int { return 0 }
+	lockHolder = fakeHolder
 	os.Exit(m.Run())
+}
+
+// fakeHolder says that the process a claim names holds it, runs as the
+// file's owner and is a controller.
+func fakeHolder(st *syscall.Stat_t, named int) holder {
+	return holder{pid: named, uid: int(st.Uid), controller: true}
 }
 
 // useDir points the registry at a new directory for the test.
@@ -91,13 +98,19 @@ func livePIDs(t *testing.T) []int {
 
 func TestEnvSelectsDir(t *testing.T) {
 	t.Setenv(EnvDir, "")
-	if got := Dirs(); !slices.Equal(got, []string{PrimaryDir, FallbackDir}) {
+	standard := []string{PrimaryDir, UsersDir, FallbackDir}
+	if got := Dirs(); !slices.Equal(got, standard) {
 		t.Errorf("Dirs() without %s = %v", EnvDir, got)
 	}
 	dir := filepath.Join(t.TempDir(), "run")
 	t.Setenv(EnvDir, dir)
-	if got := Dirs(); !slices.Equal(got, []string{dir}) {
-		t.Errorf("Dirs() = %v, want [%s]", got, dir)
+	// The standard directories are read all the same: the system
+	// service's claim is seen by every controller.
+	if got := Dirs(); !slices.Equal(got, append([]string{dir}, standard...)) {
+		t.Errorf("Dirs() = %v, want %s then the standard ones", got, dir)
+	}
+	if got := registerPlaces(0); len(got) != 1 || got[0].dir != dir {
+		t.Errorf("registerPlaces with %s = %+v, want %s alone", EnvDir, got, dir)
 	}
 	h := acquire(t, Claim{Spools: []string{"/spool"}}, 8*gib)
 	if want := filepath.Join(dir, "controller-"+strconv.Itoa(os.Getpid())+".json"); h.Path() != want {
@@ -362,13 +375,21 @@ func TestFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	fallback := filepath.Join(base, "fallback")
-	got, err := firstUsable([]string{filepath.Join(file, "primary"), fallback})
-	if err != nil || got != fallback {
-		t.Fatalf("firstUsable = %q, %v; want %s", got, err, fallback)
+	got, err := firstUsable([]place{{dir: filepath.Join(file, "primary")}, {dir: fallback}})
+	if err != nil || got.dir != fallback {
+		t.Fatalf("firstUsable = %q, %v; want %s", got.dir, err, fallback)
 	}
-	_, err = firstUsable([]string{filepath.Join(file, "primary")})
+	_, err = firstUsable([]place{{dir: filepath.Join(file, "primary")}})
 	if err == nil || !strings.Contains(err.Error(), "no registry directory") {
 		t.Errorf("no usable directory: %v", err)
+	}
+	// The users' directory is used where root made it, never made.
+	users := filepath.Join(base, "users")
+	if got, err := firstUsable([]place{{dir: users, noCreate: true}, {dir: fallback}}); err != nil || got.dir != fallback {
+		t.Errorf("firstUsable with no users' directory = %q, %v; want %s", got.dir, err, fallback)
+	}
+	if _, err := os.Lstat(users); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the users' directory was made: %v", err)
 	}
 }
 
@@ -430,36 +451,80 @@ func TestUpdateAddsASpool(t *testing.T) {
 }
 
 // A claim says who holds it, but the kernel decides: its user is the
-// file's owner and its PID the holder of its lock, whatever its JSON
-// says (anyone may write a file in the registry).
+// file's owner and it counts only while its lock is held by the process
+// it names, of that user, running a controller (anyone may write a file in
+// a registry directory and lock it).
 func TestTheKernelSaysWhoHoldsAClaim(t *testing.T) {
 	dir := useDir(t)
 	lockHolder = flockHolder
-	t.Cleanup(func() { lockHolder = func(*syscall.Stat_t) int { return 0 } })
-	forged := filepath.Join(dir, "controller-1.json")
-	f, err := os.OpenFile(forged, os.O_RDWR|os.O_CREATE, 0o644)
+	t.Cleanup(func() { lockHolder = fakeHolder })
+	write := func(name, body string, uid int) *os.File {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		if _, err := f.WriteString(body); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Chown(uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	lock := func(f *os.File) {
+		t.Helper()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			t.Fatal(err)
+		}
+	}
+	me := os.Getpid()
+	// Named as root's, written by uid 4343, locked by this process (not
+	// of uid 4343): ignored.
+	lock(write("controller-1.json", `{"pid":1,"uid":0,"user":"root","spools":["/x"]}`, 4343))
+	// Naming pid 1, locked by this process: not the process it names.
+	lock(write("controller-2.json", `{"pid":1,"spools":["/y"]}`, os.Getuid()))
+	// A lock taken by flock(1), naming flock's own pid: not a controller.
+	forged := filepath.Join(dir, "controller-3.json")
+	flock := exec.Command("flock", "--exclusive", forged, "sh", "-c", "echo locked; exec cat")
+	stdin, err := flock.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := f.WriteString(`{"pid":1,"uid":0,"user":"root","spools":["/x"]}`); err != nil {
+	out, err := flock.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Chown(4343, 4343); err != nil {
+	if err := flock.Start(); err != nil {
+		t.Fatalf("flock (util-linux): %v", err)
+	}
+	t.Cleanup(func() { _ = stdin.Close(); _ = flock.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("flock: %q, %v", line, err)
+	}
+	if err := os.WriteFile(forged, fmt.Appendf(nil, `{"pid":%d,"spools":["/z"]}`, flock.Process.Pid), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
+	if live, err := Live(); err != nil || len(live) != 0 {
+		t.Fatalf("Live = %+v, %v; want none of the forged claims", live, err)
 	}
+	// None of them keeps a controller from starting, and none is removed.
+	h := acquire(t, Claim{Spools: []string{"/spool"}}, 8*gib)
+	for _, name := range []string{"controller-1.json", "controller-2.json", "controller-3.json"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// This process's own claim, locked by it, a controller (the same
+	// executable): live, with the user the file's owner says.
 	live, err := Live()
-	if err != nil || len(live) != 1 {
-		t.Fatalf("Live = %+v, %v", live, err)
+	if err != nil || len(live) != 1 || live[0].PID != me || live[0].UID != os.Getuid() || live[0].Spools[0] != "/spool" {
+		t.Fatalf("Live = %+v, %v; want this process's claim alone", live, err)
 	}
-	if c := live[0]; c.PID != os.Getpid() || c.UID != 4343 {
-		t.Errorf("a claim written as pid 1, uid 0 by uid 4343 from pid %d reads as pid %d uid %d", os.Getpid(), c.PID, c.UID)
-	}
+	_ = h.Release()
 	// A socket, a directory where the lock goes: skipped, never fatal.
-	if err := os.Mkdir(filepath.Join(dir, "controller-2.json"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, "controller-4.json"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Live(); err != nil {
@@ -489,5 +554,108 @@ func TestAHeldRegistryLockOnlyDelays(t *testing.T) {
 	defer h.Release()
 	if _, err := Acquire(Claim{PID: fakePID + 1, Spools: []string{t.TempDir()}}, 8*gib); !errors.As(err, new(*BusyError)) {
 		t.Errorf("a second Acquire with the lock held: %v, want a BusyError", err)
+	}
+}
+
+// The system's directory is root's, mode 0755, with the users' directory
+// (1777) in it; one of the older layout (1777) is made 0755, and its lock
+// is root's alone: one a user left there is replaced, so that no user can
+// hold it.
+func TestTheSystemsDirectoryIsRootsAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's directory: run as root (CI does)")
+	}
+	modeOf := func(p string) (fs.FileMode, uint32) {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode() & (fs.ModePerm | fs.ModeSticky), fi.Sys().(*syscall.Stat_t).Uid
+	}
+	sys := filepath.Join(t.TempDir(), "lardon3d")
+	if err := prepareSystem(sys); err != nil {
+		t.Fatal(err)
+	}
+	if m, uid := modeOf(sys); m != 0o755 || uid != 0 {
+		t.Errorf("system directory: mode %v uid %d, want 0755 root", m, uid)
+	}
+	if m, _ := modeOf(filepath.Join(sys, "users")); m != 0o777|fs.ModeSticky {
+		t.Errorf("users' directory: mode %v, want sticky 0777", m)
+	}
+	// The older layout: world-writable, a user's lock planted in it.
+	if err := os.Chmod(sys, 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(sys, lockName)
+	if err := os.WriteFile(planted, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(planted, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareSystem(sys); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := modeOf(sys); m != 0o755 {
+		t.Errorf("older layout's directory: mode %v, want 0755", m)
+	}
+	h, err := acquireIn(place{dir: sys, system: true}, []string{sys}, normalize(Claim{PID: fakePID, Spools: []string{"/spool"}}), 8*gib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if m, uid := modeOf(planted); m != 0o600 || uid != 0 {
+		t.Errorf("system's lock: mode %v uid %d, want 0600 root", m, uid)
+	}
+	// A symlink or a user's directory in its place is refused.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(sys, link); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(t.TempDir(), "foreign")
+	if err := os.Mkdir(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(foreign, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{link, foreign} {
+		if err := prepareSystem(d); err == nil {
+			t.Errorf("prepareSystem(%s) = nil, want a refusal", d)
+		}
+	}
+}
+
+// A user's controller learns that root's has registered: Displaced yields
+// root's claim; root's own is never displaced.
+func TestAUsersControllerIsDisplacedByRoots(t *testing.T) {
+	useDir(t)
+	// This test's claims play a user's controller (uid 4242) and root's.
+	user := acquire(t, Claim{PID: fakePID, Spools: []string{"/u"}}, 8*gib)
+	if err := os.Chown(user.Path(), 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	user.claim.UID = 4242
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	displaced := user.Displaced(ctx, 10*time.Millisecond)
+	select {
+	case c := <-displaced:
+		t.Fatalf("displaced by %+v before root's controller runs", c)
+	case <-time.After(50 * time.Millisecond):
+	}
+	root := acquire(t, Claim{PID: fakePID + 1, Spools: []string{"/r"}}, 8*gib)
+	if b := root.Beside(); len(b) != 1 || b[0].PID != fakePID || b[0].UID != 4242 {
+		t.Errorf("Beside = %+v, want the user's controller", b)
+	}
+	if c, ok := <-displaced; !ok || c.PID != fakePID+1 {
+		t.Errorf("Displaced = %+v, %v; want root's claim", c, ok)
+	}
+	rootCtx, rootCancel := context.WithCancel(context.Background())
+	rootWatch := root.Displaced(rootCtx, 10*time.Millisecond)
+	rootCancel()
+	if c, ok := <-rootWatch; ok {
+		t.Errorf("root's controller displaced by %+v", c)
 	}
 }
