@@ -16,9 +16,10 @@ import (
 const (
 	// EnvDir names the environment variable that, when set, makes its
 	// value the directory a controller registers in (tests, isolated
-	// setups). The standard directories are read all the same: a
-	// controller always sees the system service's claim, so EnvDir
-	// cannot make a second governor beside it.
+	// setups). For root (the test suite) it is the only directory read;
+	// for any other user the standard directories are read all the same,
+	// so that a user cannot make a second governor beside the system
+	// service's (or another user's) with it.
 	EnvDir = "LARDON3D_RUN_DIR"
 	// PrimaryDir is the system's registry directory: root's controllers
 	// (the system service) register there, and no one else can (root's,
@@ -35,12 +36,21 @@ const (
 )
 
 // Dirs returns the registry directories every controller and verb reads:
-// the value of EnvDir first when it is set, then PrimaryDir, UsersDir and
+// the value of EnvDir alone when it is set and this process is root's;
+// else that value first when set, then PrimaryDir, UsersDir and
 // FallbackDir.
-func Dirs() []string {
+func Dirs() []string { return dirsFor(os.Getenv(EnvDir), os.Geteuid()) }
+
+// dirsFor is Dirs for the value env of EnvDir and the effective user
+// euid: root may isolate itself (nothing it runs is another user's to
+// trust or distrust), no one else can hide the system's claims.
+func dirsFor(env string, euid int) []string {
 	var dirs []string
-	if d := os.Getenv(EnvDir); d != "" {
-		dirs = append(dirs, filepath.Clean(d))
+	if env != "" {
+		dirs = append(dirs, filepath.Clean(env))
+		if euid == 0 {
+			return dirs
+		}
 	}
 	for _, d := range []string{PrimaryDir, UsersDir, FallbackDir} {
 		if !slices.Contains(dirs, d) {

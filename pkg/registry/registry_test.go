@@ -104,10 +104,17 @@ func TestEnvSelectsDir(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "run")
 	t.Setenv(EnvDir, dir)
-	// The standard directories are read all the same: the system
-	// service's claim is seen by every controller.
-	if got := Dirs(); !slices.Equal(got, append([]string{dir}, standard...)) {
-		t.Errorf("Dirs() = %v, want %s then the standard ones", got, dir)
+	// Root (the test suite) isolates itself; for any other user the
+	// standard directories are read all the same: the system service's
+	// claim is seen by every user's controller.
+	if got := dirsFor(dir, 0); !slices.Equal(got, []string{dir}) {
+		t.Errorf("Dirs() for root = %v, want [%s]", got, dir)
+	}
+	if got := dirsFor(dir, 4242); !slices.Equal(got, append([]string{dir}, standard...)) {
+		t.Errorf("Dirs() for uid 4242 = %v, want %s then the standard ones", got, dir)
+	}
+	if got := dirsFor(PrimaryDir, 4242); !slices.Equal(got, standard) {
+		t.Errorf("Dirs() for uid 4242 with %s = %v, want the standard ones once", PrimaryDir, got)
 	}
 	if got := registerPlaces(0); len(got) != 1 || got[0].dir != dir {
 		t.Errorf("registerPlaces with %s = %+v, want %s alone", EnvDir, got, dir)
