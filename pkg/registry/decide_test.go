@@ -2,6 +2,8 @@ package registry
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -158,5 +160,24 @@ func TestGenuine(t *testing.T) {
 		if got := genuine(tt.owner, tt.named, tt.h); got != tt.want {
 			t.Errorf("%s: genuine = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// The controller's own binary is recognised by its build information;
+// other programs (a shell, this test binary's copy under another name)
+// are not.
+func TestBuiltAsController(t *testing.T) {
+	if builtAsController("/bin/sh") {
+		t.Error("/bin/sh reads as a controller")
+	}
+	if builtAsController("/proc/self/exe") {
+		t.Error("the registry's test binary reads as a controller")
+	}
+	bin := os.Getenv("LARDON3D_BIN")
+	if bin == "" {
+		t.Skip("LARDON3D_BIN unset: no controller binary to recognise (make unit sets it)")
+	}
+	if !builtAsController(filepath.Join(bin, "lardon3d-controller")) {
+		t.Errorf("%s/lardon3d-controller does not read as a controller", bin)
 	}
 }

@@ -104,8 +104,7 @@ func isController(pid int) bool {
 		if self, serr := os.Stat("/proc/self/exe"); serr == nil && os.SameFile(fi, self) {
 			return true
 		}
-		info, err := buildinfo.ReadFile(exe)
-		return err == nil && info.Path == controllerMain
+		return builtAsController(exe)
 	}
 	if !errors.Is(err, fs.ErrPermission) {
 		return false
@@ -116,4 +115,17 @@ func isController(pid int) bool {
 	}
 	args, err := p.CmdLine()
 	return err == nil && len(args) > 0 && filepath.Base(args[0]) == controllerName
+}
+
+// builtAsController says whether the Go build information of the
+// executable exe names the controller's main package. The file may be
+// any user's: a parser's panic on it is a no, never the reader's end.
+func builtAsController(exe string) (yes bool) {
+	defer func() {
+		if recover() != nil {
+			yes = false
+		}
+	}()
+	info, err := buildinfo.ReadFile(exe)
+	return err == nil && info.Path == controllerMain
 }
