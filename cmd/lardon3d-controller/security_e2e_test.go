@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -277,5 +278,59 @@ spec:
 	c.wait(t, 30*time.Second)
 	if got := readTask(t, path).Status.LogFile; got != real {
 		t.Errorf("after the controller stopped, status.logFile is %q, want %q", got, real)
+	}
+}
+
+// Every descriptor of a running controller above 2 is close-on-exec,
+// those it inherited included (fd 7 of the shell that started it): while
+// a batch runs, a status is written and the web view serves, /proc shows
+// none that a child would inherit.
+func TestEveryDescriptorOfARunningControllerIsCloseOnExec(t *testing.T) {
+	spool := newSpool(t)
+	held, err := os.Open(writeManifest(t, t.TempDir(), "secret", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	writeManifest(t, spool, "run.yaml", "apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: run}\nspec:\n  command: [sh, -c, 'echo LARDON3D_PROGRESS 1; sleep 30']\n  items: {count: 2}\n")
+	c := startControllerHolding(t, spool, []*os.File{nil, nil, nil, nil, held}, nil, "--http-addr", "127.0.0.1:0")
+	base := "http://" + viewAddr(t, c)
+	eventually(t, 30*time.Second, "the batch running", func() bool {
+		return phaseOf(t, filepath.Join(spool, "run.yaml")) == v1alpha1.PhaseRunning
+	})
+	if resp, err := http.Get(base + "/api/tasks/run"); err == nil {
+		resp.Body.Close()
+	}
+	dir := filepath.Join("/proc", strconv.Itoa(c.cmd.Process.Pid), "fdinfo")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+				if err != nil {
+					t.Fatalf("fd %d: flags %q", fd, v)
+				}
+				checked++
+				if flags&syscall.O_CLOEXEC == 0 {
+					link, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(c.cmd.Process.Pid), "fd", e.Name()))
+					t.Errorf("the controller's fd %d (%s) would be inherited by its children", fd, link)
+				}
+			}
+		}
+	}
+	if checked < 3 {
+		t.Fatalf("only %d descriptors checked", checked)
 	}
 }
