@@ -92,12 +92,12 @@ func currentRuns(runs []batchRun, st v1alpha1.TaskStatus) []batchRun {
 }
 
 // printBatches lists the batches of the task's current work, newest
-// first, at most maxBatchesShown, from its log.
-func printBatches(w io.Writer, f listing.File) {
-	if f.Task == nil || f.Task.Status.LogFile == "" {
+// first, at most maxBatchesShown, from its log in stateDir.
+func printBatches(w io.Writer, f listing.File, stateDir string) {
+	if f.Task == nil {
 		return
 	}
-	data, err := readTaskLog(f.Task.Status.LogFile)
+	data, err := readTaskLog(stateDir, f.Name())
 	if err != nil {
 		return
 	}

@@ -40,7 +40,7 @@ func newDescribeCommand(g *globals) *cobra.Command {
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				describeFile(cmd.OutOrStdout(), f, est, errs, serving)
+				describeFile(cmd.OutOrStdout(), f, stateDir, est, errs, serving)
 			}
 			return nil
 		},
@@ -49,10 +49,12 @@ func newDescribeCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// describeFile prints f's story (describe, then its batches), with the
-// learned estimate of its profile among est and the failure to write its
-// status among errs, as the controller publishes them.
-func describeFile(w io.Writer, f listing.File, est []reconcile.ProfileEstimate, errs map[string]reconcile.WriteError, serving spoolController) {
+// describeFile prints f's story (describe, then its batches from its log
+// in stateDir), with the learned estimate of its profile among est and the
+// failure to write its status among errs, as the controller publishes
+// them. The log shown and read is where the controller keeps it
+// (reconcile.TaskLogPath), whatever the manifest's status.logFile says.
+func describeFile(w io.Writer, f listing.File, stateDir string, est []reconcile.ProfileEstimate, errs map[string]reconcile.WriteError, serving spoolController) {
 	var learned *reconcile.ProfileEstimate
 	if f.Task != nil {
 		profile := reconcile.ProfileOf(&f.Task.Spec)
@@ -62,9 +64,14 @@ func describeFile(w io.Writer, f listing.File, est []reconcile.ProfileEstimate, 
 			}
 		}
 	}
+	if f.Task != nil && f.Task.Status.LogFile != "" {
+		t := *f.Task
+		t.Status.LogFile = reconcile.TaskLogPath(stateDir, f.Name())
+		f.Task = &t
+	}
 	describe(w, f, learned, serving, time.Now())
 	var batches strings.Builder
-	printBatches(&batches, f)
+	printBatches(&batches, f, stateDir)
 	fmt.Fprint(w, safeText(batches.String()))
 	// A status the controller cannot write is not in the file: it
 	// publishes the failure in its state directory.

@@ -7,14 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
-	"github.com/lardon3d/lardon3d-controller/pkg/runner"
-	"github.com/lardon3d/lardon3d-controller/pkg/spool"
+	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
 // maxLogRead bounds what `logs` reads of a log file.
@@ -34,14 +32,14 @@ func newLogsCommand(g *globals) *cobra.Command {
 	o := &logsOptions{}
 	cmd := &cobra.Command{
 		Use:   "logs NAME [--batch N] [--tail N] [-f]",
-		Short: "Print a task's log (status.logFile); -f follows it until the task is Done, Failed or Rejected",
+		Short: "Print a task's log (STATE/logs/NAME.log); -f follows it until the task is Done, Failed or Rejected",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.batch >= 0 && o.follow {
 				return &exitError{code: 2, err: fmt.Errorf("--batch and -f: choose one")}
 			}
 			w := logWriter(cmd.OutOrStdout())
-			if err := runLogs(cmd, g.spool, args[0], o, w); err != nil {
+			if err := runLogs(cmd, g.spool, g.stateDir(), args[0], o, w); err != nil {
 				return &exitError{code: 1, err: err}
 			}
 			return nil
@@ -74,17 +72,20 @@ func (e escapingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// runLogs prints the log of task name, then follows it if asked.
-func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) error {
+// runLogs prints the log of task name of the spool dir whose state
+// directory is stateDir, then follows it if asked. The log is where the
+// controller keeps it (reconcile.TaskLogPath), never where the manifest's
+// status.logFile says: whoever writes the manifest could name any file.
+func runLogs(cmd *cobra.Command, dir, stateDir, name string, o *logsOptions, w io.Writer) error {
 	f, err := findTask(dir, name)
 	if err != nil {
 		return err
 	}
 	if !o.follow {
-		if f.Task == nil || f.Task.Status.LogFile == "" {
+		if f.Task == nil {
 			return fmt.Errorf("task %s has no log yet (phase %s)", f.Name(), f.Phase())
 		}
-		data, err := readTaskLog(f.Task.Status.LogFile)
+		data, err := readTaskLog(stateDir, f.Name())
 		if errors.Is(err, fs.ErrNotExist) {
 			why := ""
 			if r := f.Row.Reason(); r != "" {
@@ -98,20 +99,20 @@ func runLogs(cmd *cobra.Command, dir, name string, o *logsOptions, w io.Writer) 
 		if o.batch >= 0 {
 			var ok bool
 			if data, ok = batchSection(data, o.batch); !ok {
-				return fmt.Errorf("task %s: no batch %d in its log %s", f.Name(), o.batch, f.Task.Status.LogFile)
+				return fmt.Errorf("task %s: no batch %d in its log %s", f.Name(), o.batch, reconcile.TaskLogPath(stateDir, f.Name()))
 			}
 		}
 		_, err = w.Write(tailLines(data, o.tail))
 		return err
 	}
-	return followLog(cmd, dir, name, o.tail, w)
+	return followLog(cmd, dir, stateDir, name, o.tail, w)
 }
 
 // followLog prints the log as it grows, until the task is terminal (and
 // its log printed to the end) or the command's context ends.
-func followLog(cmd *cobra.Command, dir, name string, tail int, w io.Writer) error {
+func followLog(cmd *cobra.Command, dir, stateDir, name string, tail int, w io.Writer) error {
 	var printed int64 = -1 // nothing yet: the first read honours --tail
-	var path string
+	var task string
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
 	for {
@@ -120,11 +121,11 @@ func followLog(cmd *cobra.Command, dir, name string, tail int, w io.Writer) erro
 			return err
 		}
 		terminal := f.Task != nil && v1alpha1.IsTerminal(f.Task.Status.Phase)
-		if f.Task != nil && f.Task.Status.LogFile != "" {
-			if p := f.Task.Status.LogFile; p != path {
-				path, printed = p, -1
+		if f.Task != nil {
+			if n := f.Name(); n != task {
+				task, printed = n, -1
 			}
-			if printed, err = printNew(path, printed, tail, w); err != nil {
+			if printed, err = printNew(stateDir, task, printed, tail, w); err != nil {
 				return err
 			}
 		}
@@ -139,14 +140,23 @@ func followLog(cmd *cobra.Command, dir, name string, tail int, w io.Writer) erro
 	}
 }
 
-// printNew prints what the log at path holds beyond its first printed
-// bytes (all of it, tailed, when printed < 0) and returns the new count.
-// A log shorter than what was printed started over: it is printed anew.
-func printNew(path string, printed int64, tail int, w io.Writer) (int64, error) {
-	if st, err := os.Stat(path); err != nil || st.Size() == printed {
-		return printed, nil // not there yet, or unchanged: nothing to read
+// printNew prints what the log of task name in stateDir holds beyond its
+// first printed bytes (all of it, tailed, when printed < 0) and returns
+// the new count. A log shorter than what was printed started over: it is
+// printed anew.
+func printNew(stateDir, name string, printed int64, tail int, w io.Writer) (int64, error) {
+	f, err := reconcile.OpenTaskLog(stateDir, name, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return printed, nil // not there yet
 	}
-	data, err := readLog(path)
+	if err != nil {
+		return printed, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Size() == printed {
+		return printed, nil // unchanged: nothing to read
+	}
+	data, err := readAll(f)
 	if err != nil {
 		return printed, err
 	}
@@ -162,24 +172,40 @@ func printNew(path string, printed int64, tail int, w io.Writer) (int64, error) 
 	return n, err
 }
 
-// readLog reads a log through the spool's checked path: a regular file
-// owned by this user or root, never a FIFO or a device.
-func readLog(path string) ([]byte, error) {
-	data, err := spool.ReadManifest(filepath.Dir(path), filepath.Base(path), maxLogRead)
+// readLog reads the log of task name in stateDir (rotated: the part
+// rotated away) as reconcile.OpenTaskLog opens it: a regular file owned
+// by this user or root, reached through no link, never a FIFO or a
+// device; at most maxLogRead bytes.
+func readLog(stateDir, name string, rotated bool) ([]byte, error) {
+	f, err := reconcile.OpenTaskLog(stateDir, name, rotated)
 	if err != nil {
-		return nil, fmt.Errorf("log %s: %w", path, err)
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	defer f.Close()
+	return readAll(f)
+}
+
+// readAll reads f, a log, to its end: at most maxLogRead bytes.
+func readAll(f *os.File) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(f, maxLogRead+1))
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", f.Name(), err)
+	}
+	if len(data) > maxLogRead {
+		return nil, fmt.Errorf("log %s: larger than %d bytes", f.Name(), maxLogRead)
 	}
 	return data, nil
 }
 
-// readTaskLog reads a task's whole log: the part rotated away (LOG.1,
-// when there is one), then the log itself (run's --log-max-size).
-func readTaskLog(path string) ([]byte, error) {
-	data, err := readLog(path)
+// readTaskLog reads the whole log of task name in stateDir: the part
+// rotated away (LOG.1, when there is one), then the log itself (run's
+// --log-max-size).
+func readTaskLog(stateDir, name string) ([]byte, error) {
+	data, err := readLog(stateDir, name, false)
 	if err != nil {
 		return nil, err
 	}
-	older, err := readLog(path + runner.RotatedLogSuffix)
+	older, err := readLog(stateDir, name, true)
 	if err != nil {
 		return data, nil // none yet, or unreadable: the log alone
 	}

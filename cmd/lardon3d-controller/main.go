@@ -13,6 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 )
 
 // exitError carries a process exit code through cobra.
@@ -69,6 +71,11 @@ type globals struct {
 func (g *globals) stateDir() string { return resolveStateDir(g.spool, g.stateDirFlag) }
 
 func main() {
+	// No child (a batch, nvidia-smi, the node agent) inherits a descriptor
+	// this process got from its parent without close-on-exec.
+	if err := runner.CloseOnExecInherited(); err != nil {
+		fmt.Fprintln(os.Stderr, "warning:", err)
+	}
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -477,7 +477,7 @@ func runInfoFor(t *v1alpha1.Task, user *runner.User, spoolDir, stateDir string, 
 		items:            items,
 		user:             user,
 		pod:              t.Spec.Pod.DeepCopy(),
-		logPath:          filepath.Join(stateDir, "logs", name+".log"),
+		logPath:          TaskLogPath(stateDir, name),
 		runDir:           filepath.Join(stateDir, "run"),
 	}
 }

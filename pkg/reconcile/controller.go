@@ -167,7 +167,7 @@ func (c *Controller) prepare(sweep bool) error {
 	if err := trust.OwnDir(c.cfg.StateDir, "state directory"); err != nil {
 		return err
 	}
-	for _, dir := range []string{filepath.Join(c.cfg.StateDir, "logs"), filepath.Join(c.cfg.StateDir, "run")} {
+	for _, dir := range []string{filepath.Join(c.cfg.StateDir, logsDirName), filepath.Join(c.cfg.StateDir, "run")} {
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("state directory: %w", err)
 		}

@@ -170,7 +170,11 @@
 //
 // The state directory is trusted only when it is the controller's alone
 // (trust.OwnDir, at start, for it and its logs and run directories): the
-// controller writes there by path.
+// controller writes there by path. A task's log is STATE/logs/NAME.log
+// (tasklog.go: TaskLogPath, the one rule every reader follows, and
+// OpenTaskLog, which reads through no link): status.logFile, written for
+// people, is the manifest writer's to change and is never opened; a
+// finished task's that is not the controller's is put right at start.
 //
 // Crash safety. Before the queue hears of a batch, the batch adapter records
 // its process group (pgid, start time, boot id, and its cgroup when

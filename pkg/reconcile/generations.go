@@ -477,7 +477,8 @@ func (c *Controller) resumeWith(e *entry, r itemsResolved) {
 }
 
 // enqueueFinished hands the queue a task a previous controller finished, so
-// that its dependents can be resolved. Nothing of its status changes and its
+// that its dependents can be resolved. Nothing of its status changes (but
+// a status.logFile that is not where this controller keeps the log) and its
 // items are not resolved again: its inputs may be gone, and a restart on a
 // spool of finished manifests must not rewrite them. A Done task one of
 // whose dependencies is known and not Done (it was re-run, and the re-run
@@ -492,6 +493,13 @@ func (c *Controller) enqueueFinished(e *entry) {
 		return
 	}
 	e.inQueue = true
+	// A status.logFile that is not where this controller keeps the log
+	// (written by hand, or by a controller of another state directory)
+	// is put right: no reader obeys it (TaskLogPath), people read it.
+	if lf := TaskLogPath(c.cfg.StateDir, e.name); st.LogFile != "" && st.LogFile != lf {
+		st.LogFile = lf
+		c.markDirty(e, false)
+	}
 	if st.Phase == v1alpha1.PhaseDone {
 		c.resolveDeferred(e.name)
 		for _, dep := range e.task.Spec.DependsOn {

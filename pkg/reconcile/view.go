@@ -41,6 +41,9 @@ type RunningBatch struct {
 type TaskView struct {
 	// Spool is the spool directory; File the manifest's base name.
 	Spool, File string
+	// StateDir is the spool's state directory, where the task's log is
+	// (TaskLogPath).
+	StateDir string
 	// Row is what get lists of the task.
 	Row listing.Row
 	// DependsOn is spec.dependsOn.
@@ -78,7 +81,7 @@ func (h *Host) RunningBatches() []RunningBatch {
 func (h *Host) Tasks() []TaskView {
 	var out []TaskView
 	for _, c := range h.served() {
-		out = append(out, c.index.views(c.cfg.SpoolDir)...)
+		out = append(out, c.index.views(c.cfg.SpoolDir, c.cfg.StateDir)...)
 	}
 	return out
 }
@@ -113,13 +116,14 @@ func (h *Host) SpoolDirs() []string {
 	return out
 }
 
-// views are the index's tasks, of the spool spoolDir.
-func (x *listIndex) views(spoolDir string) []TaskView {
+// views are the index's tasks, of the spool spoolDir whose state
+// directory is stateDir.
+func (x *listIndex) views(spoolDir, stateDir string) []TaskView {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := make([]TaskView, 0, len(x.live))
 	for base, r := range x.live {
-		out = append(out, TaskView{Spool: spoolDir, File: base, Row: r.Row, DependsOn: x.deps[base]})
+		out = append(out, TaskView{Spool: spoolDir, File: base, StateDir: stateDir, Row: r.Row, DependsOn: x.deps[base]})
 	}
 	slices.SortFunc(out, func(a, b TaskView) int { return strings.Compare(a.Row.Name, b.Row.Name) })
 	return out

@@ -22,9 +22,13 @@
 //   - the progress the command reports: the copier finds the
 //     "LARDON3D_PROGRESS n" lines on the way, and every SampleInterval the
 //     last count is told to Spec.OnProgress;
-//   - the environment: the controller's (with Spec.User, HOME, USER and
-//     LOGNAME the user's, each removed when the user has no value for it),
-//     then LARDON3D_TASK, _BATCH_INDEX,
+//   - the environment: for a batch run as another uid than the
+//     controller's, built from nothing (baseEnv): the user's HOME, USER,
+//     LOGNAME and SHELL (its passwd entry's; /bin/sh when it names none)
+//     and PATH DefaultPath, never a variable of the controller's; for a
+//     batch run as the controller's own user, the controller's (with
+//     Spec.User, HOME, USER and LOGNAME the user's, each removed when the
+//     user has no value for it); then LARDON3D_TASK, _BATCH_INDEX,
 //     _BATCH_START, _BATCH_SIZE, _ITEMS_TOTAL, _ITEMS_FILE, _THREADS,
 //     _MEMORY_LIMIT, _SCRATCH_DIR (when the contract leases scratch: the
 //     lease's directory, which the controller creates before the batch and
@@ -117,6 +121,15 @@
 //     (Result.Stragglers counts them); only when no live process remains
 //     is the leader reaped and Wait released. Zombies count as gone: they
 //     hold no memory and their parent owns them.
+//
+// Descriptors (fds.go): a batch gets its standard input (none), and its
+// output pipe as stdout and stderr, nothing else. Before every fork,
+// CloseOnExecInherited marks every descriptor above 2 close-on-exec
+// (close_range, else fcntl over /proc/self/fd): Go opens its own files
+// close-on-exec, but os/exec closes nothing in the child, so a
+// descriptor the controller inherited without the flag (a root shell's
+// `exec 7</root/secret`) would reach every batch. The controller calls it
+// once at start too, for its other children.
 //
 // The executor seam (executor.go): Executor is what the reconciler's batch
 // adapter starts a batch through, Execution what it holds of it; Processes

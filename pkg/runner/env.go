@@ -66,9 +66,53 @@ var threadVars = []string{
 	"LARDON3D_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOMAXPROCS",
 }
 
+// DefaultPath is the PATH of a batch run as another user than the
+// controller's, unless its spec.env sets one: login's default for a user
+// who is not root (Debian's ENV_PATH, its games aside).
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// DefaultShell is the SHELL of a batch run as another user whose passwd
+// entry names no shell, or who has no entry: login's default.
+const DefaultShell = "/bin/sh"
+
+// baseEnv is what a batch's environment is built over (buildEnv's base).
+// A batch run as another user than the controller's (runAs set, its uid
+// not euid) starts from nothing of the controller's: its user's login
+// environment (loginEnv), as login and sshd give a session, so that
+// no secret of the controller's environment (AWS_SECRET_ACCESS_KEY, a
+// token) and no PATH of root's reaches it. A batch run as the
+// controller's own user (runAs nil, or root's own task for a root
+// controller) gets the controller's environment, environ: that user
+// started the controller and holds it anyway.
+func baseEnv(runAs *User, euid int, environ []string) []string {
+	if runAs == nil || int64(runAs.UID) == int64(euid) {
+		return environ
+	}
+	return loginEnv(runAs)
+}
+
+// loginEnv is u's login environment: HOME, USER, LOGNAME and SHELL from
+// u's passwd entry (USER and LOGNAME left out for a uid without one, HOME
+// when u has none, SHELL DefaultShell when the entry names none) and PATH
+// DefaultPath.
+func loginEnv(u *User) []string {
+	var out []string
+	for _, v := range []struct{ name, value string }{{"HOME", u.Home}, {"USER", u.Name}, {"LOGNAME", u.Name}} {
+		if v.value != "" {
+			out = append(out, v.name+"="+v.value)
+		}
+	}
+	shell := u.Shell
+	if shell == "" {
+		shell = DefaultShell
+	}
+	return append(out, "SHELL="+shell, "PATH="+DefaultPath)
+}
+
 // buildEnv returns the command's environment and its expanded argv: base
-// (the controller's environment, with HOME, USER and LOGNAME those of
-// s.User when set), then the LARDON3D_* and thread variables,
+// (baseEnv: the controller's environment, or the login environment of a
+// batch run as another user; HOME, USER and LOGNAME those of s.User when
+// set), then the LARDON3D_* and thread variables,
 // then s.Env in order, each value expanded against what precedes it; the
 // command is expanded against the whole result.
 func buildEnv(base []string, s Spec, itemsFile string) (env []string, argv []string, err error) {

@@ -172,7 +172,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 // start resolves and launches the command.
 func (b *Batch) start(output *os.File) error {
 	s := b.spec
-	env, argv, err := buildEnv(os.Environ(), s, b.itemsFile)
+	env, argv, err := buildEnv(baseEnv(b.runAs, os.Geteuid(), os.Environ()), s, b.itemsFile)
 	if err != nil {
 		return err
 	}
@@ -213,6 +213,10 @@ func (b *Batch) start(output *os.File) error {
 	}
 	if b.runAs != nil {
 		cmd.SysProcAttr.Credential = b.runAs.credential()
+	}
+	// The batch gets its output and nothing else the controller holds.
+	if err := CloseOnExecInherited(); err != nil {
+		return err
 	}
 	leaders.RLock() // no orphan reaping between the fork and the registration
 	err = launch(cmd, s.CPUs, b.cg, b.logf)

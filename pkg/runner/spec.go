@@ -110,7 +110,10 @@ type Spec struct {
 	// not root runs it only as itself (another uid: Start fails with
 	// ErrRunAsUser). Either way HOME, USER and LOGNAME are the user's,
 	// before Env (which may still set them); one the user has no value for
-	// is removed, not left as the controller's. Nil runs the command as the
+	// is removed, not left as the controller's. Run as another uid than the
+	// controller's, the command gets nothing of the controller's
+	// environment: its user's login variables (HOME, USER, LOGNAME, SHELL)
+	// and PATH DefaultPath are its base. Nil runs the command as the
 	// controller's own user, with its environment.
 	User *User
 	// Items are this batch's items, written one per line to the items file.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -44,13 +45,22 @@ type User struct {
 	// without a passwd entry, as login does for a user without one. ""
 	// leaves HOME unset.
 	Home string
+	// Shell is the login shell (SHELL, for a batch run as another user
+	// than the controller's); "" gives DefaultShell.
+	Shell string
 }
+
+// passwdFile is where LookupUser reads a user's login shell, which
+// os/user does not give.
+const passwdFile = "/etc/passwd"
 
 // LookupUser returns the user uid as found by the standard library's
 // os/user (with CGO_ENABLED=0, the pure-Go reader of /etc/passwd and
 // /etc/group; with cgo, NSS): Name and Home from the passwd entry, GID the
 // entry's primary group (the gid argument is not used then), Groups the
-// user's groups (user.LookupGroupIds), GID always among them and first.
+// user's groups (user.LookupGroupIds), GID always among them and first;
+// Shell the entry's in /etc/passwd ("" for a user only a directory service
+// knows: DefaultShell).
 //
 // A uid without a passwd entry is legal (a container, a directory service
 // that is down) and is no error: Name "", Home "/", GID gid (the caller's,
@@ -69,7 +79,8 @@ func LookupUser(uid, gid uint32) (*User, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up uid %d: primary gid %q: %w", uid, pw.Gid, err)
 	}
-	u := &User{UID: uid, GID: uint32(primary), Groups: []uint32{uint32(primary)}, Name: pw.Username, Home: pw.HomeDir}
+	u := &User{UID: uid, GID: uint32(primary), Groups: []uint32{uint32(primary)}, Name: pw.Username, Home: pw.HomeDir,
+		Shell: passwdShell(passwdFile, uid)}
 	if u.Home == "" {
 		u.Home = "/"
 	}
@@ -87,6 +98,26 @@ func LookupUser(uid, gid uint32) (*User, error) {
 		}
 	}
 	return u, nil
+}
+
+// passwdShell is the shell field of uid's first entry in the passwd file
+// at path; "" when there is none, or the file cannot be read.
+func passwdShell(path string, uid uint32) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	id := strconv.FormatUint(uint64(uid), 10)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// name:password:uid:gid:gecos:home:shell
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) == 7 && fields[2] == id {
+			return fields[6]
+		}
+	}
+	return ""
 }
 
 // switchUser returns the user the command must be switched to: u when the

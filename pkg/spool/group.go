@@ -149,7 +149,7 @@ func (s *Spool) WriteStatuses(ws []StatusWrite) []error {
 			if unix.Fstat(m.round.t.parent, &st) == nil {
 				dirOf[m] = st.Ino
 				if _, ok := dirs[st.Ino]; !ok {
-					if d, derr := unix.Dup(m.round.t.parent); derr == nil {
+					if d, derr := dupCloexec(m.round.t.parent); derr == nil {
 						dirs[st.Ino] = d
 					}
 				}

@@ -27,8 +27,10 @@
 //
 // It never writes a manifest, never decides anything, and holds no lock
 // of the controller: it reads the host through Source (reconcile.Host's
-// read accessors, each safe from any goroutine) and a manifest's status
-// and log through the spool's checked paths.
+// read accessors, each safe from any goroutine), a manifest's status
+// through the spool's checked paths, and a task's log where the
+// controller keeps it (reconcile.TaskLogPath of the spool's state
+// directory, never the status's logFile), without following a link.
 //
 // Locking: Recorder.mu guards its points; it calls the machine outside it.
 package webview

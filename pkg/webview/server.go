@@ -382,11 +382,15 @@ type TaskAnswer struct {
 func (v *View) task(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var found *TaskSummary
+	var logFile string
 	views, namer := v.src.Tasks(), taskNamer(v.src.SpoolDirs())
 	for i := range views {
 		if namer(views[i].Spool, views[i].Row.Name) == name {
 			s := v.summaryOf(&views[i], name, map[string]*reconcile.ProfileEstimate{}, v.now())
 			found = &s
+			// Where the controller keeps the log, never the manifest's
+			// status.logFile: its writer could name any file root reads.
+			logFile = reconcile.TaskLogPath(views[i].StateDir, views[i].Row.Name)
 			break
 		}
 	}
@@ -401,9 +405,9 @@ func (v *View) task(w http.ResponseWriter, r *http.Request) {
 			ans.Conditions = append(ans.Conditions, Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason,
 				Message: c.Message, Since: c.LastTransitionTime.Time})
 		}
-		if lf := f.Task.Status.LogFile; lf != "" {
-			ans.LogFile = lf
-			ans.Log = tailOf(lf, LogTailBytes)
+		if logFile != "" {
+			ans.LogFile = logFile
+			ans.Log = tailOf(logFile, LogTailBytes)
 		}
 	}
 	if found.Profile != "" {

@@ -24,6 +24,13 @@ const MaxItemCount = 10_000_000
 // ".log" of the task's log file, whose name may not exceed 255 bytes.
 const MaxNameLength = 251
 
+// ValidName reports whether s is a valid metadata.name: a DNS subdomain
+// (lower case letters, digits, '-' and '.', starting and ending with a
+// letter or digit: never "/", never ".." alone) of at most MaxNameLength.
+func ValidName(s string) bool {
+	return len(s) <= MaxNameLength && len(validation.IsDNS1123Subdomain(s)) == 0
+}
+
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // validate is the package's validator, built once: struct tags in types.go
@@ -43,8 +50,7 @@ var validate = sync.OnceValue(func() *validator.Validate {
 		}
 	}
 	must(v.RegisterValidation("dnsname", func(fl validator.FieldLevel) bool {
-		s := fl.Field().String()
-		return len(s) <= MaxNameLength && len(validation.IsDNS1123Subdomain(s)) == 0
+		return ValidName(fl.Field().String())
 	}))
 	must(v.RegisterValidation("dnslabel", func(fl validator.FieldLevel) bool {
 		return len(validation.IsDNS1123Label(fl.Field().String())) == 0
