@@ -278,6 +278,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		batchPolicy  string
 		logMaxSize   string
 		pidsMax      int64
+		viewAdmins   string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -305,6 +306,7 @@ serves other users' spools and runs each task as the spool's owner.
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	f.StringVar(&httpAddr, "http-addr", "", "serve the read-only web view (the machine over time, the batches' timeline, the task graph) on this address; a port alone (:9465) listens on loopback only (default: on --metrics-addr when given, else none)")
+	f.StringVar(&viewAdmins, "view-admin-group", "", "the group (name or number) whose members see every user's tasks and logs in the web view, as root does (default: root alone); everyone else sees their own spools'")
 	f.DurationVar(&viewInterval, "view-interval", webview.DefaultInterval, "how often the web view samples the machine's budgets and measures (it keeps the last 6 hours, at most 6h ÷ this many points)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
 	f.StringVar(&historyPath, "history", "", "the learned history's store, shared by every spool (default: $STATE_DIRECTORY, $XDG_STATE_HOME/lardon3d, /var/lib/lardon3d as root, else ~/.local/state/lardon3d; file history.db)")
@@ -459,7 +461,14 @@ serves other users' spools and runs each task as the spool's owner.
 		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		// The series are the machine's, every spool's tasks: kept beside the
 		// learned history, not in one spool's state directory.
-		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval}, m, host, filepath.Dir(historyPath), log)
+		admins, err := webview.AdminGroup(viewAdmins)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--view-admin-group: %w", err)}
+		}
+		// The view's socket is beside the claim, where `view` finds it.
+		socket := filepath.Join(filepath.Dir(claim.Path()), webview.SocketName(os.Getpid()))
+		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval,
+			viewSocket: socket, admins: admins}, m, host, filepath.Dir(historyPath), log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
