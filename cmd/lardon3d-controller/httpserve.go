@@ -65,8 +65,8 @@ func listenAddr(addr string) string {
 // directory), where the TCP view's token is written. On TCP, where a
 // connection cannot tell who makes it, the view needs the token and shows
 // what the controller's own user sees; on the socket it shows each user
-// their own. Every connection counts against one Limiter. stop closes
-// them and saves the series.
+// their own. The connections are bounded (DefaultConnLimits, half for
+// TCP, half for the socket). stop closes them and saves the series.
 func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, machineDir string, log zerolog.Logger) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
@@ -79,7 +79,12 @@ func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, machineDir
 			stop()
 		}
 	}()
-	limiter := webview.NewLimiter(webview.DefaultConnLimits(0))
+	// Half of the connections for TCP, half for the socket: anyone may
+	// flood loopback TCP (from many 127/8 addresses), and the socket's
+	// users still have theirs, each within its uid's bound.
+	limits := webview.DefaultConnLimits(0)
+	limits.Total /= 2
+	limiter, socketLimiter := webview.NewLimiter(limits), webview.NewLimiter(limits)
 	listen := func(flag, addr, what string, h http.Handler, fields map[string]any) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -131,7 +136,7 @@ func serveHTTP(o httpOptions, m *metrics.Metrics, src webview.Source, machineDir
 			// The TCP view still serves; a user's `view` says none runs.
 			log.Warn().Err(err).Msg("the web view's socket: not served")
 		} else {
-			stops = append(stops, serveBounded(limiter.Listener(ln), "web view socket", view, webview.PeerViewer(o.admins), nil, log))
+			stops = append(stops, serveBounded(socketLimiter.Listener(ln), "web view socket", view, webview.PeerViewer(o.admins), nil, log))
 		}
 	}
 	return stop, nil

@@ -40,6 +40,9 @@ type budgetConfig struct {
 	Spools []string `json:"spools,omitempty"`
 	// History is the learned history's store (default: the machine's).
 	History string `json:"history,omitempty"`
+	// ViewAdminGroup is the group whose members see every user's tasks
+	// in the web view, as root does (run --view-admin-group).
+	ViewAdminGroup string `json:"viewAdminGroup,omitempty"`
 	// Share lets this controller run beside others that say so too, each
 	// with its MemoryCapacity, fitting together in the machine's memory.
 	Share bool `json:"share,omitempty"`
@@ -461,6 +464,9 @@ serves other users' spools and runs each task as the spool's owner.
 		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		// The series are the machine's, every spool's tasks: kept beside the
 		// learned history, not in one spool's state directory.
+		if !f.Changed("view-admin-group") {
+			viewAdmins = bc.ViewAdminGroup
+		}
 		admins, err := webview.AdminGroup(viewAdmins)
 		if err != nil {
 			return &exitError{code: 2, err: fmt.Errorf("--view-admin-group: %w", err)}

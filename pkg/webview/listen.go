@@ -188,13 +188,14 @@ func PeerViewer(admins Admins) func(ctx context.Context, c net.Conn) context.Con
 }
 
 // ListenUnix listens on the unix socket path, which every user may
-// connect to (mode 0666: the view asks the kernel who connects). A socket
-// left there by a killed controller is replaced; anything else is left
-// alone (an error).
+// connect to (mode 0666: the view asks the kernel who connects). What is
+// at its name (a socket left by a killed controller, a file another user
+// put there in advance) is removed, unless a directory (an error): the
+// name is the caller's (SocketName).
 func ListenUnix(path string) (*net.UnixListener, error) {
 	if st, err := os.Lstat(path); err == nil {
-		if st.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		if st.IsDir() {
+			return nil, fmt.Errorf("%s exists and is a directory", path)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package webview
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -327,5 +328,68 @@ func TestDefaultConnLimits(t *testing.T) {
 	}
 	if l := DefaultConnLimits(0); l.Total < minConns || l.Total > maxConns {
 		t.Errorf("DefaultConnLimits of this process: %+v", l)
+	}
+}
+
+// The view's socket: what another user put at its name in advance is
+// replaced (a directory is refused), every user may connect, and a peer
+// is who the kernel says (root here: it sees every spool); a connection
+// not counted by a Limiter carries no viewer and gets nothing.
+func TestTheSocketKnowsItsPeer(t *testing.T) {
+	h, _, _ := twoUsers(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, SocketName(42))
+	if err := os.WriteFile(path, []byte("planted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, SocketName(43)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListenUnix(filepath.Join(dir, SocketName(43))); err == nil {
+		t.Error("a directory at the socket's name: no error")
+	}
+	ln, err := ListenUnix(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o666 {
+		t.Errorf("the socket's mode: %v %v", st.Mode(), err)
+	}
+	v := newTestView(h)
+	srv := &http.Server{Handler: v, ConnContext: PeerViewer(NoAdmins)}
+	go func() { _ = srv.Serve(NewLimiter(ConnLimits{Total: 4, PerPeer: 2}).Listener(ln)) }()
+	defer srv.Close()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	resp, err := c.Get("http://localhost/api/tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks TasksAnswer
+	err = json.NewDecoder(resp.Body).Decode(&tasks)
+	resp.Body.Close()
+	if err != nil || tasks.Total != 3 {
+		t.Errorf("root on the socket: %d tasks (%v), want every spool's 3", tasks.Total, err)
+	}
+
+	bare := filepath.Join(dir, "bare.sock")
+	bln, err := ListenUnix(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bsrv := &http.Server{Handler: v, ConnContext: PeerViewer(NoAdmins)}
+	go func() { _ = bsrv.Serve(bln) }()
+	defer bsrv.Close()
+	bc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", bare)
+	}}}
+	resp, err = bc.Get("http://localhost/api/tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a connection with no viewer: %d, want 403", resp.StatusCode)
 	}
 }
