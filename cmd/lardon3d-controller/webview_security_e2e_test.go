@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -301,5 +302,29 @@ func TestMetricsAddrPortAloneIsLoopback(t *testing.T) {
 	}
 	if code, body := fetch(t, http.DefaultClient, view+"/api/tasks/job", "Authorization", "Bearer "+viewToken(t, spool)); code != http.StatusOK || !strings.Contains(body, "the-log-line") {
 		t.Errorf("the view with its token: %d %s", code, body)
+	}
+}
+
+// `view` trusts a socket only when the claim's user owns it: anyone may
+// make a file in the registry directory, and a socket of theirs named as
+// root's would show a view of their making.
+func TestViewTrustsOnlyTheControllersOwnSocket(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a socket given to another user (CI runs as root)")
+	}
+	spool := newSpool(t)
+	c := startController(t, spool, "--http-addr", "127.0.0.1:0")
+	viewAddr(t, c)
+	socket := filepath.Join(filepath.Dir(spool), "machine-run", webview.SocketName(c.cmd.Process.Pid))
+	if err := os.Lchown(socket, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "lardon3d-controller"), "view", "--spool", spool)
+	cmd.Env = isolated(os.Environ(), spool)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil || err == nil || !strings.Contains(string(out), "serves no web view") {
+		t.Errorf("view with the controller's socket owned by another user: %v\n%s", err, out)
 	}
 }
