@@ -273,6 +273,11 @@ func TestWebViewInABrowser(t *testing.T) {
 	if !slices.Contains(names, webview.OtherUsers) || slices.Contains(names, "match") || slices.Contains(names, "mesh") {
 		t.Errorf("another user's memory chart stacks %v: want %q alone", names, webview.OtherUsers)
 	}
+	var taskLinks int
+	p.Eval(t, `document.querySelectorAll('a[href^="/task/"]').length`, &taskLinks)
+	if taskLinks != 0 {
+		t.Errorf("another user's machine page links to %d tasks, want none", taskLinks)
+	}
 	checkNoErrors(t, "/ (another user)", p)
 	p = other.Open(t, fwd+"/timeline")
 	p.WaitFor(t, `window.lardonView.updates > 0`, 30*time.Second)
