@@ -186,8 +186,9 @@ func TestTheViewShowsEachUserTheirOwn(t *testing.T) {
 
 // 400 keep-alive connections to the controller's view (more than its 256
 // descriptors), 100 more to its socket, held while a task runs six
-// batches one after the other: the task ends Done, `get` answers, and no
-// descriptor ran out.
+// batches one after the other: the task ends Done, `get` answers, no
+// descriptor ran out, and another user (uid 65534, as root) still opens
+// their view through the socket.
 func TestAConnectionFloodNeverFailsABatch(t *testing.T) {
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Fatalf("prlimit (util-linux) is needed: %v", err)
@@ -236,6 +237,12 @@ spec:
 	}
 	if log := c.stderr.String(); strings.Contains(log, "too many open files") {
 		t.Errorf("the controller ran out of descriptors:\n%s", tail(log, 3000))
+	}
+	// Root's flood of the socket and of TCP leaves another user's view
+	// theirs (their uid's own bound, the socket's own half).
+	if os.Geteuid() == 0 {
+		openToOthers(t, filepath.Dir(spool))
+		browse(t, viewAs(t, 65534, spool)) // fails t unless the view answers 200
 	}
 	// Still served to a newcomer once the flood is gone.
 	for _, conn := range conns {
