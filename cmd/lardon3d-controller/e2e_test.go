@@ -94,11 +94,20 @@ type controller struct {
 
 func startController(t testing.TB, spool string, args ...string) *controller {
 	t.Helper()
+	return startControllerUnder(t, nil, spool, args...)
+}
+
+// startControllerUnder is startController with the controller started by
+// wrapper (a command that execs its arguments, such as prlimit; nil:
+// none).
+func startControllerUnder(t testing.TB, wrapper []string, spool string, args ...string) *controller {
+	t.Helper()
 	bin := binaries(t)
 	// The test suite itself loads the machine (packages run in parallel):
 	// load-average deferral is the governor's business, tested there.
 	full := append([]string{"run", "--spool", spool, "--log-format", "json", "--kill-grace", "2s", "--load-threshold", "-1"}, args...)
-	cmd := exec.Command(filepath.Join(bin, "lardon3d-controller"), full...)
+	argv := append(append(append([]string{}, wrapper...), filepath.Join(bin, "lardon3d-controller")), full...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = isolated(append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")), spool)
 	c := &controller{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr

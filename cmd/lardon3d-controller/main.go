@@ -133,6 +133,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newTopCommand(g),
 		newEstimatesCommand(g),
 		newBatchesCommand(g),
+		newViewCommand(g),
 		newNodeCommand(g),
 	)
 	addCompletion(root, g)

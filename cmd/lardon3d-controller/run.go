@@ -41,6 +41,9 @@ type budgetConfig struct {
 	Spools []string `json:"spools,omitempty"`
 	// History is the learned history's store (default: the machine's).
 	History string `json:"history,omitempty"`
+	// ViewAdminGroup is the group whose members see every user's tasks
+	// in the web view, as root does (run --view-admin-group).
+	ViewAdminGroup string `json:"viewAdminGroup,omitempty"`
 	// Share lets this controller run beside others that say so too, each
 	// with its MemoryCapacity, fitting together in the machine's memory.
 	Share bool `json:"share,omitempty"`
@@ -279,6 +282,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		batchPolicy  string
 		logMaxSize   string
 		pidsMax      int64
+		viewAdmins   string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -304,8 +308,9 @@ serves other users' spools and runs each task as the spool's owner.
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled (terminal, paused before admission, or held by dependencies that are): 0 if all are Done, 1 otherwise")
 	f.IntVar(&waitForTasks, "wait-for-tasks", 0, "with --exit-when-done, never exit before this many manifests were seen (start the controller, then drop files)")
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
-	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
-	f.StringVar(&httpAddr, "http-addr", "", "serve the read-only web view (the machine over time, the batches' timeline, the task graph) on this address; a port alone (:9465) listens on loopback only (default: on --metrics-addr when given, else none)")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464; a port alone, :9464, listens on loopback only)")
+	f.StringVar(&httpAddr, "http-addr", "", "serve the read-only web view (the machine over time, the batches' timeline, the task graph) on this address; a port alone (:9465) listens on loopback only; there it needs the token in view-token beside the learned history, and each user opens their own view with 'lardon3d-controller view' (default: on --metrics-addr when given, else none)")
+	f.StringVar(&viewAdmins, "view-admin-group", "", "the group (name or number) whose members see every user's tasks and logs in the web view, as root does (default: root alone); everyone else sees their own spools'")
 	f.DurationVar(&viewInterval, "view-interval", webview.DefaultInterval, "how often the web view samples the machine's budgets and measures (it keeps the last 6 hours, at most 6h ÷ this many points)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve the Go profiler under /debug/pprof/ on --metrics-addr")
 	f.StringVar(&historyPath, "history", "", "the learned history's store, shared by every spool (default: $STATE_DIRECTORY, $XDG_STATE_HOME/lardon3d, /var/lib/lardon3d as root, else ~/.local/state/lardon3d; file history.db)")
@@ -465,7 +470,17 @@ serves other users' spools and runs each task as the spool's owner.
 		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		// The series are the machine's, every spool's tasks: kept beside the
 		// learned history, not in one spool's state directory.
-		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval}, m, host, filepath.Dir(historyPath), log)
+		if !f.Changed("view-admin-group") {
+			viewAdmins = bc.ViewAdminGroup
+		}
+		admins, err := webview.AdminGroup(viewAdmins)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--view-admin-group: %w", err)}
+		}
+		// The view's socket is beside the claim, where `view` finds it.
+		socket := filepath.Join(filepath.Dir(claim.Path()), webview.SocketName(os.Getpid()))
+		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval,
+			viewSocket: socket, admins: admins}, m, host, filepath.Dir(historyPath), log)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}

@@ -86,12 +86,14 @@ func TestWebViewInABrowser(t *testing.T) {
 	}
 	c := startController(t, spool, "--metrics-addr", "127.0.0.1:0", "--view-interval", "200ms", "--memory-capacity", "2Gi")
 	base := "http://" + metricsAddr(t, c)
+	token := viewToken(t, spool)
 	shots := artifactDir(t, "webview")
 	b := browsertest.Start(t)
 
 	// Live: while mesh runs, the timeline and the graph show it running;
-	// once it ends, the same pages, never reloaded, show it ended.
-	live := b.Open(t, base+"/timeline")
+	// once it ends, the same pages, never reloaded, show it ended. The
+	// first visit brings the token: the pages after it have its cookie.
+	live := b.Open(t, base+"/timeline?token="+token)
 	live.WaitFor(t, `document.querySelector('rect.batch.Running[data-task="mesh"]') !== null`, 3*time.Minute)
 	graph := b.Open(t, base+"/graph")
 	graph.WaitFor(t, `document.querySelector('.node[data-task="mesh"][data-phase="Running"]') !== null`, 30*time.Second)
@@ -125,7 +127,7 @@ func TestWebViewInABrowser(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "every batch in the history", func() bool {
 		history.Batches = nil
-		getJSON(t, base+"/api/batches", &history)
+		getJSON(t, token, base+"/api/batches", &history)
 		n := 0
 		for _, b := range history.Batches {
 			if b.End > 0 && b.Task == "mesh" {
@@ -150,7 +152,7 @@ func TestWebViewInABrowser(t *testing.T) {
 	}
 	// The profile's measures (the store is the running controller's).
 	var match struct{ Samples []json.RawMessage }
-	getJSON(t, base+"/api/tasks/match", &match)
+	getJSON(t, token, base+"/api/tasks/match", &match)
 	if n := len(match.Samples); n < 3 {
 		t.Fatalf("match's profile holds %d batches, want its kill, its retry and its second batch", n)
 	}
@@ -256,6 +258,49 @@ func TestWebViewInABrowser(t *testing.T) {
 		t.Errorf("mesh's log shown as markup: %+v", logView)
 	}
 	checkNoErrors(t, "/task/mesh", p)
+
+	// A second browser, of another user (uid 65534, through `view` run
+	// as them): the machine's usage as "other users", none of the
+	// spool's task names or logs.
+	openToOthers(t, filepath.Dir(spool))
+	url := viewAs(t, 65534, spool)
+	fwd := url[:strings.Index(url, "/?")]
+	other := browsertest.Start(t)
+	p = other.Open(t, url)
+	p.WaitFor(t, `window.lardonView && window.lardonView.charts.memory && window.lardonView.updates > 0`, 30*time.Second)
+	var names []string
+	p.Eval(t, `window.lardonView.charts.memory.names`, &names)
+	if !slices.Contains(names, webview.OtherUsers) || slices.Contains(names, "match") || slices.Contains(names, "mesh") {
+		t.Errorf("another user's memory chart stacks %v: want %q alone", names, webview.OtherUsers)
+	}
+	var taskLinks int
+	p.Eval(t, `document.querySelectorAll('a[href^="/task/"]').length`, &taskLinks)
+	if taskLinks != 0 {
+		t.Errorf("another user's machine page links to %d tasks, want none", taskLinks)
+	}
+	checkNoErrors(t, "/ (another user)", p)
+	p = other.Open(t, fwd+"/timeline")
+	p.WaitFor(t, `window.lardonView.updates > 0`, 30*time.Second)
+	var bobBars int
+	p.Eval(t, `document.querySelectorAll("rect.batch").length`, &bobBars)
+	p.Eval(t, `Array.from(document.querySelectorAll("svg a.task-label")).map(a => a.textContent)`, &labels)
+	if bobBars != 0 || len(labels) != 0 {
+		t.Errorf("another user's timeline: %d bars, rows %v; want none", bobBars, labels)
+	}
+	p = other.Open(t, fwd+"/graph")
+	p.WaitFor(t, `window.lardonView.updates > 0`, 30*time.Second)
+	p.Eval(t, `Array.from(document.querySelectorAll(".node")).map(n => n.dataset.task)`, &nodes)
+	if len(nodes) != 0 {
+		t.Errorf("another user's graph: %v, want no node", nodes)
+	}
+	p = other.Open(t, fwd+"/task/mesh")
+	p.WaitFor(t, `document.getElementById("status").textContent.includes("404")`, 30*time.Second)
+	var text string
+	p.Eval(t, `document.body.textContent`, &text)
+	if strings.Contains(text, "document.title=1") || strings.Contains(text, "extract") {
+		t.Errorf("another user's page of mesh shows its log or names:\n%s", text)
+	}
+	p.Screenshot(t, filepath.Join(shots, "another-user-task.png"))
 	t.Logf("screenshots in %s", shots)
 }
 
@@ -267,10 +312,15 @@ func checkNoErrors(t *testing.T, page string, p *browsertest.Page) {
 	}
 }
 
-// getJSON decodes the JSON at url into v.
-func getJSON(t *testing.T, url string, v any) {
+// getJSON decodes the JSON at url into v, asked with the view's token.
+func getJSON(t *testing.T, token, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +344,7 @@ func TestWebViewSeriesSurviveARestart(t *testing.T) {
 	base := "http://" + viewAddr(t, c)
 	var before webview.MachineAnswer
 	eventually(t, time.Minute, "a's reservation in the series", func() bool {
-		getJSON(t, base+"/api/machine", &before)
+		getJSON(t, viewToken(t, spool), base+"/api/machine", &before)
 		for _, p := range before.Points {
 			if len(p.Tasks) > 0 && p.Tasks[0].Task == "a" {
 				return true
@@ -312,7 +362,7 @@ func TestWebViewSeriesSurviveARestart(t *testing.T) {
 	c = startController(t, spool, args...)
 	base = "http://" + viewAddr(t, c)
 	var after webview.MachineAnswer
-	getJSON(t, base+"/api/machine", &after)
+	getJSON(t, viewToken(t, spool), base+"/api/machine", &after)
 	kept, held := 0, false
 	for _, p := range after.Points {
 		if p.T <= last {

@@ -24,6 +24,19 @@
 //     GET and HEAD only, to a Host that names this machine (an IP
 //     address, localhost or the host name), with a strict content
 //     security policy; names and logs are shown as text, never as HTML.
+//   - Who asks (Viewer): View answers only a request whose listener said
+//     who it is (WithViewer, As, PeerViewer from a unix socket's
+//     SO_PEERCRED), and shows a user only the spools whose directory they
+//     own; root and the admin group (Admins) see all. The machine's
+//     points keep the other users' usage summed as OtherUsers, without
+//     names. TokenGate keeps a TCP port to the holders of its token
+//     (the controller's, and each `lardon3d-controller view`'s own).
+//   - Bounded serving: Limiter counts the connections of the listeners it
+//     wraps, in all and per peer (IP address, or uid on a unix socket),
+//     closing those over a bound as soon as accepted (DefaultConnLimits
+//     from RLIMIT_NOFILE, leaving most descriptors to the batches);
+//     ListenUnix the view's socket (SocketName, in the registry
+//     directory).
 //
 // It never writes a manifest, never decides anything, and holds no lock
 // of the controller: it reads the host through Source (reconcile.Host's
@@ -33,4 +46,5 @@
 // directory, never the status's logFile), without following a link.
 //
 // Locking: Recorder.mu guards its points; it calls the machine outside it.
+// Limiter.mu guards its counts; nothing is called under it.
 package webview

@@ -43,8 +43,12 @@ type Budget struct {
 
 // TaskUse is what one task held and used at one instant.
 type TaskUse struct {
-	// Task names the task (spool/name when several spools are served).
-	Task string `json:"task"`
+	// Task names the task (spool/name when several spools are served);
+	// Spool is its spool's directory, for the view to tell whose it is
+	// ("" in the points of OtherUsers, and of series saved before it was
+	// kept).
+	Task  string `json:"task"`
+	Spool string `json:"spool,omitempty"`
 	// Memory reserved by its contract and Used measured (bytes).
 	Memory int64 `json:"mem,omitempty"`
 	Used   int64 `json:"used,omitempty"`
@@ -197,7 +201,7 @@ func (r *Recorder) pointAt(now time.Time) Point {
 		k := name(spool, task)
 		u := byTask[k]
 		if u == nil {
-			u = &TaskUse{Task: k}
+			u = &TaskUse{Task: k, Spool: spool}
 			byTask[k] = u
 		}
 		return u

@@ -83,15 +83,20 @@ func New(src Source, rec *Recorder) *View {
 
 // ServeHTTP answers GET and HEAD of the view's paths, from a host that is
 // the machine itself (DNS rebinding: a page of another site that renamed
-// its host to 127.0.0.1 gets nothing).
+// its host to 127.0.0.1 gets nothing), to a request whose listener said
+// who asks (WithViewer): they see the tasks, logs and names of their own
+// spools only, unless they see all (root, the admin group).
 func (v *View) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "the web view is read-only", http.StatusMethodNotAllowed)
 		return
 	}
-	if !allowedHost(r.Host) {
-		http.Error(w, "unknown host: open the view by IP address or localhost", http.StatusForbidden)
+	if !CheckHost(w, r) {
+		return
+	}
+	if _, ok := viewerOf(r); !ok {
+		http.Error(w, "who asks is unknown: open the view with `lardon3d-controller view`", http.StatusForbidden)
 		return
 	}
 	h := w.Header()
@@ -99,6 +104,23 @@ func (v *View) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	v.mux.ServeHTTP(w, r)
+}
+
+// CheckHost answers 403 to a request whose Host does not name this
+// machine (allowedHost), and reports whether it did not: every path a
+// controller serves over HTTP (metrics too) checks it.
+func CheckHost(w http.ResponseWriter, r *http.Request) bool {
+	if allowedHost(r.Host) {
+		return true
+	}
+	http.Error(w, "unknown host: open the view by IP address or localhost", http.StatusForbidden)
+	return false
+}
+
+// scopeOf is what r's viewer sees (ServeHTTP made sure there is one).
+func scopeOf(r *http.Request) *scope {
+	vw, _ := viewerOf(r)
+	return newScope(vw)
 }
 
 // allowedHost reports whether a request's Host names this machine the
@@ -140,8 +162,12 @@ type MachineAnswer struct {
 // of them without).
 func (v *View) machine(w http.ResponseWriter, r *http.Request) {
 	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	points := v.rec.Since(since)
+	if s := scopeOf(r); !s.v.All {
+		points = othersMerged(points, s)
+	}
 	writeJSON(w, MachineAnswer{Now: v.now().Unix(), Interval: int64(v.rec.Interval() / time.Second),
-		Window: int64(v.rec.Window() / time.Second), Points: v.rec.Since(since)})
+		Window: int64(v.rec.Window() / time.Second), Points: points})
 }
 
 // Outcomes of a batch on the timeline.
@@ -193,13 +219,25 @@ func outcomeOf(b *reconcile.BatchRow) string {
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // batchViews are the finished batches of the history (of task only,
-// unless ""), then the running ones. The history names a task without its
-// spool: a task of a second spool (spool/name) is matched by its name.
-func (v *View) batchViews(task string) []BatchView {
+// unless ""), then the running ones, those s sees. The history names a
+// task without its spool: a task of a second spool (spool/name) is matched
+// by its name, and a finished batch is shown to a user who does not see
+// every spool when a task of theirs has its name and profile (never a
+// name they do not know).
+func (v *View) batchViews(task string, s *scope) []BatchView {
 	out := []BatchView{}
 	plain := task[strings.LastIndexByte(task, '/')+1:]
+	var mine map[[2]string]bool // nil: every batch
+	if !s.v.All {
+		mine = map[[2]string]bool{}
+		for _, tv := range v.src.Tasks() {
+			if s.sees(tv.Spool) {
+				mine[[2]string{tv.Row.Name, tv.Row.Profile}] = true
+			}
+		}
+	}
 	for _, b := range v.src.FinishedBatches(BatchesMax) {
-		if task != "" && b.Task != plain {
+		if task != "" && b.Task != plain || mine != nil && !mine[[2]string{b.Task, b.Profile}] {
 			continue
 		}
 		out = append(out, BatchView{Task: b.Task, Profile: b.Profile, Generation: b.Generation, Batch: b.Batch, Attempt: b.Attempt,
@@ -209,7 +247,7 @@ func (v *View) batchViews(task string) []BatchView {
 	name := taskNamer(v.src.SpoolDirs())
 	for _, b := range v.src.RunningBatches() {
 		n := name(b.Spool, b.Task)
-		if task != "" && n != task {
+		if task != "" && n != task || !s.sees(b.Spool) {
 			continue
 		}
 		out = append(out, BatchView{Task: n, Generation: b.Generation, Batch: b.Index, Attempt: b.Attempt,
@@ -228,7 +266,7 @@ type BatchesAnswer struct {
 // batches answers the timeline: every batch the history keeps (the
 // newest BatchesMax), then the running ones; ?task= only one task's.
 func (v *View) batches(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, BatchesAnswer{Now: v.now().Unix(), Batches: v.batchViews(r.URL.Query().Get("task"))})
+	writeJSON(w, BatchesAnswer{Now: v.now().Unix(), Batches: v.batchViews(r.URL.Query().Get("task"), scopeOf(r))})
 }
 
 // TaskSummary is one task of the graph.
@@ -251,16 +289,18 @@ type TaskSummary struct {
 	seq int64
 }
 
-// summaries are the host's tasks; the estimates of their profiles are
-// read once each.
-func (v *View) summaries() []TaskSummary {
+// summaries are the host's tasks s sees; the estimates of their profiles
+// are read once each.
+func (v *View) summaries(s *scope) []TaskSummary {
 	views := v.src.Tasks()
 	name := taskNamer(v.src.SpoolDirs())
 	learned := make(map[string]*reconcile.ProfileEstimate)
 	now := v.now()
 	out := make([]TaskSummary, 0, len(views))
 	for i := range views {
-		out = append(out, v.summaryOf(&views[i], name(views[i].Spool, views[i].Row.Name), learned, now))
+		if s.sees(views[i].Spool) {
+			out = append(out, v.summaryOf(&views[i], name(views[i].Spool, views[i].Row.Name), learned, now))
+		}
 	}
 	return out
 }
@@ -312,7 +352,7 @@ func (v *View) tasks(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	all := v.summaries()
+	all := v.summaries(scopeOf(r))
 	ans := TasksAnswer{Now: v.now().Unix(), Total: len(all), Phases: map[string]int{}}
 	for i := range all {
 		ans.Phases[all[i].Phase]++
@@ -383,9 +423,10 @@ func (v *View) task(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var found *TaskSummary
 	var logFile string
-	views, namer := v.src.Tasks(), taskNamer(v.src.SpoolDirs())
+	views, namer, sc := v.src.Tasks(), taskNamer(v.src.SpoolDirs()), scopeOf(r)
 	for i := range views {
-		if namer(views[i].Spool, views[i].Row.Name) == name {
+		// Another user's task is not found: as if it did not exist.
+		if namer(views[i].Spool, views[i].Row.Name) == name && sc.sees(views[i].Spool) {
 			s := v.summaryOf(&views[i], name, map[string]*reconcile.ProfileEstimate{}, v.now())
 			found = &s
 			// Where the controller keeps the log, never the manifest's
@@ -398,7 +439,7 @@ func (v *View) task(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no task "+strconv.Quote(name)+" in the served spools", http.StatusNotFound)
 		return
 	}
-	ans := TaskAnswer{Now: v.now().Unix(), Task: *found, Batches: v.batchViews(name), Conditions: []Condition{}, Samples: []Sample{}}
+	ans := TaskAnswer{Now: v.now().Unix(), Task: *found, Batches: v.batchViews(name, sc), Conditions: []Condition{}, Samples: []Sample{}}
 	f := listing.Spool{Dir: found.Spool, Profile: reconcile.ProfileOf}.ReadFile(filepath.Join(found.Spool, found.File))
 	if f.Task != nil {
 		for _, c := range f.Task.Status.Conditions {

@@ -199,7 +199,7 @@ func newTestView(h *fakeHost) *View {
 // its JSON lists are lists even when empty (the pages read .length).
 func TestViewIsReadOnlyAndLocal(t *testing.T) {
 	v := newTestView(&fakeHost{spools: []string{"/s"}})
-	srv := httptest.NewServer(v)
+	srv := httptest.NewServer(As(Viewer{All: true}, v))
 	defer srv.Close()
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
 		req, _ := http.NewRequest(m, srv.URL+"/api/tasks", strings.NewReader("{}"))
@@ -333,7 +333,7 @@ func TestTasksLimitKeepsTheTasksNotEnded(t *testing.T) {
 			Row: listing.Row{Name: fmt.Sprintf("t%d", i), Phase: phase, Seq: int64(i + 1)}})
 	}
 	h.tasks = append(h.tasks, reconcile.TaskView{Spool: "/s", File: "new.yaml", Row: listing.Row{Name: "new"}})
-	srv := httptest.NewServer(newTestView(h))
+	srv := httptest.NewServer(As(Viewer{All: true}, newTestView(h)))
 	defer srv.Close()
 	var a TasksAnswer
 	resp, err := http.Get(srv.URL + "/api/tasks?limit=5")
@@ -382,7 +382,7 @@ func TestTwoSpoolsNameTasksBySpool(t *testing.T) {
 	if p := v.rec.Since(0); len(p) != 1 || len(p[0].Tasks) != 1 || p[0].Tasks[0].Task != "b/x" {
 		t.Fatalf("series %+v: want b/x", p)
 	}
-	srv := httptest.NewServer(v)
+	srv := httptest.NewServer(As(Viewer{All: true}, v))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/api/tasks/b/x")
 	if err != nil {

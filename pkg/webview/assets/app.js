@@ -172,7 +172,8 @@
       ], (v) => String(Math.round(v)));
       const last = points[points.length - 1];
       const rows = (last.tasks || []).map((t) =>
-        el("tr", {}, el("td", {}, el("a", { href: "/task/" + encodeURIComponent(t.task), text: t.task })),
+        el("tr", {}, el("td", {}, t.task === "other users" ? el("i", { text: t.task })
+          : el("a", { href: "/task/" + encodeURIComponent(t.task), text: t.task })),
           el("td", { class: "num", text: bytes(t.mem) }), el("td", { class: "num", text: bytes(t.used) }),
           el("td", { class: "num", text: String(t.threads || 0) })));
       now.replaceChildren(el("h2", { text: "Now (" + clock(last.t) + ")" }),
