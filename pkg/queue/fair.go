@@ -1,0 +1,232 @@
+package queue
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/share"
+)
+
+// Reasons of the fair order and the quotas.
+const (
+	// ReasonFairShare: the task waits while a task of an account below its
+	// share waits for the governor ahead of it; at a sequence break, a
+	// task yields its next batch so.
+	ReasonFairShare = "FairShare"
+	// ReasonQuota: the task's account holds what its quota allows.
+	ReasonQuota = "Quota"
+)
+
+// class is what orders an entry against entries of other accounts or
+// priorities; within one class the seed's FIFO holds.
+type class struct {
+	account  string
+	priority int64
+}
+
+func classOf(e *entry) class { return class{e.task.Account, e.task.Priority} }
+
+// lockedNoteClass notes e entering the dispatch list: a second class
+// makes the list mixed. REQUIRES: q.mu held.
+func (q *Queue) lockedNoteClass(e *entry) {
+	if len(q.mu.pending) == 0 && !q.mu.pendingDirty && !q.mu.mixed {
+		q.mu.class0 = classOf(e)
+		return
+	}
+	if classOf(e) != q.mu.class0 {
+		q.mu.mixed = true
+	}
+}
+
+// lockedReclass tells, from the dispatch list, whether it is mixed.
+// REQUIRES: q.mu held.
+func (q *Queue) lockedReclass() {
+	q.mu.mixed = false
+	for i, e := range q.mu.pending {
+		if i == 0 {
+			q.mu.class0 = classOf(e)
+		} else if classOf(e) != q.mu.class0 {
+			q.mu.mixed = true
+			return
+		}
+	}
+}
+
+// ranker is the fair order of one pass: priority first (aged: a class
+// waiting rises toward the highest priority pending, reaching it after
+// Config.PriorityMaxAge), then the account that used the least of its
+// share (share.Ledger.Key), then the seed's (Seq, Name).
+type ranker struct {
+	now time.Time
+	// keys are the accounts' usage per share; prio each class's aged
+	// priority; standing each account's, among the accounts with work.
+	keys     map[string]float64
+	prio     map[class]float64
+	aged     map[class]bool
+	standing map[string]share.Standing
+}
+
+// lockedRanker builds the order of the pending entries list (and of
+// until, a task at its sequence break). REQUIRES: q.mu held.
+func (q *Queue) lockedRanker(now time.Time, list []*entry, until *entry) *ranker {
+	r := &ranker{now: now, keys: map[string]float64{}, prio: map[class]float64{}, aged: map[class]bool{}}
+	oldest := map[class]time.Time{}
+	var top int64
+	first := true
+	var accts []string
+	for _, e := range list {
+		c := classOf(e)
+		if t, ok := oldest[c]; !ok || e.pendingSince.Before(t) {
+			oldest[c] = e.pendingSince
+		}
+		if first || e.task.Priority > top {
+			top, first = e.task.Priority, false
+		}
+		if _, ok := r.keys[c.account]; !ok {
+			r.keys[c.account] = q.mu.ledger.Key(c.account, now)
+			accts = append(accts, c.account)
+		}
+	}
+	for _, e := range q.mu.tasks {
+		if e.state == stateActive {
+			if _, ok := r.keys[e.task.Account]; !ok {
+				r.keys[e.task.Account] = q.mu.ledger.Key(e.task.Account, now)
+				accts = append(accts, e.task.Account)
+			}
+		}
+	}
+	maxAge := q.cfg.PriorityMaxAge.Seconds()
+	for c, since := range oldest {
+		p := float64(c.priority)
+		f := min(1, now.Sub(since).Seconds()/maxAge)
+		if float64(top) > p {
+			p += (float64(top) - p) * f
+		}
+		r.prio[c] = p
+		r.aged[c] = f >= 1 && c.priority < top
+	}
+	if until != nil {
+		if _, ok := r.prio[classOf(until)]; !ok {
+			r.prio[classOf(until)] = float64(until.task.Priority)
+		}
+	}
+	r.standing = make(map[string]share.Standing, len(accts))
+	for _, st := range q.mu.ledger.Standings(accts, now) {
+		r.standing[st.Account] = st
+	}
+	return r
+}
+
+// cmp orders two entries, the first to be asked first.
+func (r *ranker) cmp(a, b *entry) int {
+	ca, cb := classOf(a), classOf(b)
+	return cmp.Or(
+		cmp.Compare(r.prio[cb], r.prio[ca]),
+		cmp.Compare(r.keys[ca.account], r.keys[cb.account]),
+		cmp.Compare(a.task.Seq, b.task.Seq),
+		cmp.Compare(a.task.Name, b.task.Name))
+}
+
+// protects reports whether e, told to wait by the governor, holds the
+// accounts ranked after it: its account used less than its share, or it
+// waited past PriorityMaxAge (nothing starves).
+func (r *ranker) protects(e *entry) bool {
+	return r.standing[e.task.Account].Below() || r.aged[classOf(e)]
+}
+
+// holdMessage says why e waits behind h, with the numbers.
+func (r *ranker) holdMessage(h, e *entry) string {
+	hs, es := r.standing[h.task.Account], r.standing[e.task.Account]
+	return fmt.Sprintf("%s's share: %.2f of %.2f used, its task %s waits for the governor; %s's share: %.2f of %.2f used: %s's tasks yield at their next batch",
+		name(hs.Account), hs.UsageFraction, hs.ShareFraction, h.task.Name, name(es.Account), es.UsageFraction, es.ShareFraction, name(es.Account))
+}
+
+// name is an account as people read it.
+func name(acct string) string {
+	if acct == "" {
+		return "(no account)"
+	}
+	return acct
+}
+
+// lockedScanFair is lockedScan for a mixed dispatch list: the pass walks
+// the pending entries in the ranker's order. Once an entry that protects
+// (ranker.protects) is told to wait by the governor, the entries of other
+// accounts after it wait too (ReasonFairShare) instead of taking what it
+// waits for; within its account the seed's bypass of a Wait holds. With
+// until set, only the entries ranked before it are tried, and it reports
+// in hold the entry it must yield to (nil: none).
+// REQUIRES: q.mu held; the list rebuilt.
+func (q *Queue) lockedScanFair(until *entry, refreshed bool) (waiting bool, hold string) {
+	q.mu.parked, q.mu.parkedWait = parkedTail{}, waitRun{}
+	list := slices.DeleteFunc(q.mu.pending, func(e *entry) bool {
+		if e.state != statePending {
+			e.inList = false
+			return true
+		}
+		return false
+	})
+	q.mu.pending = list
+	r := q.lockedRanker(q.clock.Now(), list, until)
+	order := slices.Clone(list)
+	slices.SortStableFunc(order, r.cmp)
+	s := scan{refreshed: refreshed, fair: r}
+	for _, e := range order {
+		if until != nil && r.cmp(e, until) >= 0 {
+			break
+		}
+		if !q.lockedTry(e, &s) {
+			continue
+		}
+		if s.toldWait && s.hold == nil && r.protects(e) {
+			s.hold = e
+		}
+	}
+	if until != nil && s.hold != nil && s.hold.task.Account != until.task.Account {
+		hold = r.holdMessage(s.hold, until)
+	}
+	q.mu.pending = slices.DeleteFunc(q.mu.pending, func(e *entry) bool {
+		if e.state != statePending {
+			e.inList = false
+			return true
+		}
+		return false
+	})
+	q.lockedReclass()
+	return s.waiting, hold
+}
+
+// Standing is one account's place in the queue (Queue.Shares).
+type Standing struct {
+	share.Standing
+	// Pending counts its pending tasks.
+	Pending int
+}
+
+// Shares lists the accounts with work (a task pending or holding a
+// worker), in name order, with their shares, usage and what they hold.
+func (q *Queue) Shares() []Standing {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	pending := map[string]int{}
+	var accts []string
+	for _, e := range q.mu.tasks {
+		switch e.state {
+		case statePending:
+			pending[e.task.Account]++
+			accts = append(accts, e.task.Account)
+		case stateActive:
+			accts = append(accts, e.task.Account)
+		}
+	}
+	var out []Standing
+	for _, st := range q.mu.ledger.Standings(accts, q.clock.Now()) {
+		out = append(out, Standing{Standing: st, Pending: pending[st.Account]})
+	}
+	return out
+}
+
+// HalfLife is the fair share's usage half-life in force.
+func (q *Queue) HalfLife() time.Duration { return q.mu.ledger.HalfLife() }
