@@ -129,16 +129,31 @@ func (r *ranker) cmp(a, b *entry) int {
 		cmp.Compare(a.task.Name, b.task.Name))
 }
 
-// protects reports whether e, told to wait by the governor, holds the
-// accounts ranked after it: its account used less than its share, or it
-// waited past PriorityMaxAge (nothing starves).
-func (r *ranker) protects(e *entry) bool {
-	return r.standing[e.task.Account].Below() || r.aged[classOf(e)]
+// holds reports whether h, told to wait by the governor, holds e, ranked
+// after it, of another class: h has a higher (aged) priority, or the same
+// and its account used less of its share than e's and less than its
+// share, or its class waited past PriorityMaxAge. Else e may take what h
+// waits for (the seed's bypass of a Wait): between equals nothing is
+// reserved ahead.
+func (r *ranker) holds(h, e *entry) bool {
+	ch, ce := classOf(h), classOf(e)
+	if ch == ce {
+		return false
+	}
+	ph, pe := r.prio[ch], r.prio[ce]
+	if ph != pe {
+		return ph > pe
+	}
+	return r.aged[ch] || r.keys[ch.account] < r.keys[ce.account] && r.standing[ch.account].Below()
 }
 
 // holdMessage says why e waits behind h, with the numbers.
 func (r *ranker) holdMessage(h, e *entry) string {
 	hs, es := r.standing[h.task.Account], r.standing[e.task.Account]
+	if ph, pe := r.prio[classOf(h)], r.prio[classOf(e)]; ph != pe {
+		return fmt.Sprintf("task %s (priority %d, %.0f with its wait) waits for the governor ahead of this one (priority %d, %.0f): lower priorities yield to it",
+			h.task.Name, h.task.Priority, ph, e.task.Priority, pe)
+	}
 	return fmt.Sprintf("%s's share: %.2f of %.2f used, its task %s waits for the governor; %s's share: %.2f of %.2f used: %s's tasks yield at their next batch",
 		name(hs.Account), hs.UsageFraction, hs.ShareFraction, h.task.Name, name(es.Account), es.UsageFraction, es.ShareFraction, name(es.Account))
 }
@@ -152,10 +167,10 @@ func name(acct string) string {
 }
 
 // lockedScanFair is lockedScan for a mixed dispatch list: the pass walks
-// the pending entries in the ranker's order. Once an entry that protects
-// (ranker.protects) is told to wait by the governor, the entries of other
-// accounts after it wait too (ReasonFairShare) instead of taking what it
-// waits for; within its account the seed's bypass of a Wait holds. With
+// the pending entries in the ranker's order. Once an entry is told to wait
+// by the governor, the entries after it that it holds (ranker.holds) wait
+// too (ReasonFairShare) instead of taking what it waits for; within its
+// class (account and priority) the seed's bypass of a Wait holds. With
 // until set, only the entries ranked before it are tried, and it reports
 // in hold the entry it must yield to (nil: none).
 // REQUIRES: q.mu held; the list rebuilt.
@@ -180,11 +195,11 @@ func (q *Queue) lockedScanFair(until *entry, refreshed bool) (waiting bool, hold
 		if !q.lockedTry(e, &s) {
 			continue
 		}
-		if s.toldWait && s.hold == nil && r.protects(e) {
+		if s.toldWait && s.hold == nil {
 			s.hold = e
 		}
 	}
-	if until != nil && s.hold != nil && s.hold.task.Account != until.task.Account {
+	if until != nil && s.hold != nil && r.holds(s.hold, until) {
 		hold = r.holdMessage(s.hold, until)
 	}
 	q.mu.pending = slices.DeleteFunc(q.mu.pending, func(e *entry) bool {

@@ -79,8 +79,8 @@ type scan struct {
 	runFrom          *entry
 	runSeq, runLearn int
 	// fair is the pass's order in a mixed list (lockedScanFair), nil in
-	// the seed's; hold is the first entry of it that protects and was
-	// told to wait: the other accounts' entries after it wait too.
+	// the seed's; hold is the first entry of it told to wait by the
+	// governor: the entries after it that it holds wait too.
 	fair *ranker
 	hold *entry
 	// quota holds, by account, the quota a task of it would cross in
@@ -361,7 +361,7 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		q.lockedQuotaWait(e, s, msg)
 		return true
 	}
-	if s.hold != nil && e.task.Account != s.hold.task.Account {
+	if s.hold != nil && s.fair.holds(s.hold, e) {
 		q.lockedWait(e, ReasonFairShare, s.fair.holdMessage(s.hold, e))
 		s.waiting = true
 		return true
