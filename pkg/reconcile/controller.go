@@ -106,6 +106,9 @@ type Controller struct {
 	closing bool
 	// runAs runs the spool's tasks (spoolUser), set by prepare.
 	runAs *runner.User
+	// account is who the spool's tasks are charged to (spoolAccount),
+	// set by prepare.
+	account string
 	// started is set once the host started the loop (Host.spoolsMu).
 	started bool
 	// stopSpool ends the spool's watcher; spoolErr is its result.
@@ -180,6 +183,10 @@ func (c *Controller) prepare(sweep bool) error {
 		return err
 	}
 	c.runAs = runAs
+	c.account = c.cfg.Account
+	if c.account == "" {
+		c.account = spoolAccount(c.cfg.SpoolDir)
+	}
 	killLeftovers(c.cfg.StateDir, c.batches.cgroups, sweep, c.log)
 	c.batches.journal = newGroupJournal(filepath.Join(c.cfg.StateDir, "run"))
 	c.estimatesDirty = true
