@@ -214,6 +214,7 @@ func (c *Controller) loop(ctx context.Context) error {
 	publish := time.NewTicker(2 * time.Second)
 	defer publish.Stop()
 	c.publishBudgets()
+	c.publishShares()
 	defer func() { c.closing = true }()
 	events, spoolErr := c.spool.Events(), c.spoolErr
 	// lost ends the loop when the spool cannot be watched any more (its
@@ -254,6 +255,7 @@ func (c *Controller) loop(ctx context.Context) error {
 		case <-publish.C:
 			c.flushHistory()
 			c.publishBudgets()
+			c.publishShares()
 			c.countPhases(time.Now(), false) // exact again once a burst of writes ends
 			c.publishEstimates()
 		case err := <-spoolErr:
