@@ -321,3 +321,48 @@ func TestQuotaCapsAnAccount(t *testing.T) {
 		t.Errorf("grants %d releases %d active %d bad %d", s.adm.grants, s.adm.releases, len(s.adm.active), s.adm.badReleases)
 	}
 }
+
+// At a sequence break a running task competes again: alice's task of
+// three batches, which used the machine for a minute, yields its next
+// batch to bob's task, which arrived meanwhile (no batch is killed:
+// alice's first ends first); alice's goes on once bob's is done, its
+// progress kept.
+func TestAtASequenceBreakATaskOverItsShareYields(t *testing.T) {
+	a := mkTask("alice", 1, 3, 1)
+	a.Estimate.PerItemMemory, a.Account = 2, "alice"
+	h := newHarness(t, Config{}, 2, a)
+	first := h.run.nth(t, "alice", 0)
+	b := mkTask("bob", 2, 1, 1)
+	b.Estimate.PerItemMemory, b.Account = 2, "bob"
+	if err := h.q.Upsert(b); err != nil {
+		t.Fatal(err)
+	}
+	h.obs.waitEvent(t, "bob told to wait", func(e Event) bool { return e.Task == "bob" && e.Type == EventWaiting })
+	h.clk.Step(time.Minute) // alice's usage grows, bob's is none
+	if started := h.run.started("bob"); started != 0 {
+		t.Fatalf("bob started %d batches while alice's batch holds the machine", started)
+	}
+	first.ok()
+	h.obs.waitEvent(t, "alice pending at her break", func(e Event) bool {
+		return e.Task == "alice" && e.Type == EventPhase && e.Phase == v1alpha1.PhasePending && e.ItemsDone == 1
+	})
+	bob := h.run.nth(t, "bob", 0)
+	if n := h.run.started("alice"); n != 1 {
+		t.Fatalf("alice started %d batches, want 1 (her next yields to bob's)", n)
+	}
+	bob.ok()
+	h.obs.waitPhase(t, "bob", v1alpha1.PhaseDone)
+	// Alice's worker polls the governor every BoundaryPoll at her break.
+	for deadline := time.Now().Add(guard); h.run.started("alice") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's next batch never started after bob's task ended")
+		}
+		h.clk.Step(DefaultBoundaryPoll)
+		time.Sleep(time.Millisecond)
+	}
+	h.run.nth(t, "alice", 1).ok()
+	h.run.nth(t, "alice", 2).ok()
+	if ev := h.obs.waitPhase(t, "alice", v1alpha1.PhaseDone); ev.ItemsDone != 3 {
+		t.Errorf("alice done with %d items, want 3", ev.ItemsDone)
+	}
+}
