@@ -134,3 +134,45 @@ func TestQuotaHoldsAnAccountAndGetSaysWhy(t *testing.T) {
 	}
 	_ = c
 }
+
+// A running task competes again at its sequence break: alice's two tasks
+// of three 4 s batches hold the 4Gi budget; bob's task, dropped while
+// their first batches run, starts at alice's next boundary (within one
+// batch length), not after alice's tasks; no batch of alice is killed
+// (both end Done with their 3 items, no retry).
+func TestFairShareBobStartsAtAlicesNextBoundary(t *testing.T) {
+	sp := twoOwnerSpools(t)
+	long := func(name string) string {
+		return fmt.Sprintf("apiVersion: lardon3d.io/v1alpha1\nkind: Task\nmetadata: {name: %s}\nspec:\n  command: [sleep, '4']\n  items: {count: 3}\n  resources: {fixed: {memory: 2Gi}, batch: {min: 1, max: 1}}\n", name)
+	}
+	writeManifest(t, sp[0], "a1.yaml", long("a1"))
+	writeManifest(t, sp[0], "a2.yaml", long("a2"))
+	c := startController(t, sp[0], "--spool", sp[1], "--memory-capacity", "4Gi", "--memory-reserved", "-1")
+	eventually(t, 30*time.Second, "alice's tasks running", func() bool {
+		return phaseOf(t, filepath.Join(sp[0], "a1.yaml")) == v1alpha1.PhaseRunning && phaseOf(t, filepath.Join(sp[0], "a2.yaml")) == v1alpha1.PhaseRunning
+	})
+	time.Sleep(time.Second)
+	bob := writeManifest(t, sp[1], "bob.yaml", sleeper("bob", "2Gi"))
+	if err := os.Chown(bob, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "bob's task done", func() bool { return phaseOf(t, bob) == v1alpha1.PhaseDone })
+	st := readTask(t, bob).Status
+	waited := st.StartTime.Sub(st.CreationTime.Time)
+	t.Logf("bob's task started %s after it was read", waited)
+	if waited > 5*time.Second {
+		t.Errorf("bob's task started %s after it was read, want at alice's next boundary (batches of 4 s)", waited)
+	}
+	for _, f := range []string{"a1.yaml", "a2.yaml"} {
+		path := filepath.Join(sp[0], f)
+		eventually(t, 60*time.Second, f+" done", func() bool { return phaseOf(t, path) == v1alpha1.PhaseDone })
+		a := readTask(t, path).Status
+		if a.Progress.ItemsDone != 3 || a.Progress.BatchesDone != 3 {
+			t.Errorf("%s: %+v, want its 3 batches, none lost", f, a.Progress)
+		}
+		if !a.StartTime.Before(st.StartTime) || !a.CompletionTime.After(st.StartTime.Time) {
+			t.Errorf("%s ran %s-%s, bob started %s: bob should start between alice's batches", f, a.StartTime, a.CompletionTime, st.StartTime)
+		}
+	}
+	_ = c
+}
