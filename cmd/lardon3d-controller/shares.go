@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/metrics"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 )
 
@@ -72,4 +73,14 @@ func printShares(w io.Writer, ps reconcile.PublishedShares, output string) error
 	}
 	_, err := fmt.Fprintf(w, "usage: reserved memory × time, half-life %s; SHARE and USED are fractions among the accounts with work\n", ps.HalfLife)
 	return err
+}
+
+// accountSamples are the standings as metrics reads them.
+func accountSamples(ps reconcile.PublishedShares) []metrics.AccountSample {
+	out := make([]metrics.AccountSample, 0, len(ps.Accounts))
+	for _, a := range ps.Accounts {
+		out = append(out, metrics.AccountSample{Account: a.Account, Usage: a.Usage, UsageFraction: a.UsageFraction,
+			ShareFraction: a.ShareFraction, MemoryBytes: a.MemoryBytes, Running: a.Running, Pending: a.Pending})
+	}
+	return out
 }

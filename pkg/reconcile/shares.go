@@ -76,3 +76,6 @@ func ReadShares(stateDir string) (PublishedShares, error) {
 	}
 	return ps, nil
 }
+
+// Shares is the accounts' standings now (the shares verb, metrics).
+func (h *Host) Shares() PublishedShares { return sharesOf(h.queue, time.Now()) }
