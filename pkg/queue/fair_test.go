@@ -69,6 +69,24 @@ func (s *sim) finish(name string) governor.Contract {
 	return c
 }
 
+// checkFIFOWithinAccounts: a task admitted by a pass left pending only
+// tasks of its account and priority ahead of it that the governor told to
+// wait (the seed's rule within a class: FIFO, only a Wait bypassed).
+func (s *sim) checkFIFOWithinAccounts(admitted []string) {
+	s.t.Helper()
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, name := range admitted {
+		a := q.mu.tasks[name]
+		for _, e := range q.mu.tasks {
+			if e.state == statePending && classOf(e) == classOf(a) && less(e, a) && e.reason != string(governor.ReasonInsufficientMemory) {
+				s.t.Errorf("%s admitted while %s, ahead of it in its class, waits for %s (%s)", name, e.task.Name, e.reason, e.message)
+			}
+		}
+	}
+}
+
 func (s *sim) state(name string) TaskState {
 	for _, st := range s.q.Snapshot() {
 		if st.Name == name {
@@ -97,6 +115,7 @@ func TestFairShareFollowsSharesUnderRandomFloods(t *testing.T) {
 			running := map[string]run{}
 			backlog := map[string]int{}
 			used := map[string]float64{}
+			hourly := map[int]map[string]float64{} // by hour from the start
 			n := 0
 			flood := func(acct string) {
 				for range 1 + rng.IntN(20) {
@@ -116,6 +135,7 @@ func TestFairShareFollowsSharesUnderRandomFloods(t *testing.T) {
 				}
 				before := len(s.admitted)
 				s.q.scanOnce()
+				s.checkFIFOWithinAccounts(s.admitted[before:])
 				for _, name := range s.admitted[before:] {
 					acct := name[:1]
 					backlog[acct]--
@@ -136,6 +156,11 @@ func TestFairShareFollowsSharesUnderRandomFloods(t *testing.T) {
 				for _, name := range names {
 					r := running[name]
 					used[r.acct] += float64(r.cost) * step.Seconds()
+					hour := int(now.Sub(start) / time.Hour)
+					if hourly[hour] == nil {
+						hourly[hour] = map[string]float64{}
+					}
+					hourly[hour][r.acct] += float64(r.cost) * step.Seconds()
 					if !now.Before(r.end) {
 						s.finish(name)
 						delete(running, name)
@@ -148,8 +173,22 @@ func TestFairShareFollowsSharesUnderRandomFloods(t *testing.T) {
 			}
 			for acct, sh := range shares {
 				got, want := used[acct]/total, sh/4
+				t.Logf("account %s: %.3f of the reserved memory·time, share %.3f", acct, got, want)
 				if math.Abs(got-want) > 0.1*want {
 					t.Errorf("account %s used %.3f of the reserved memory·time, want %.3f ±10%%", acct, got, want)
+				}
+			}
+			// Over time too: each hour after the first (the first settles
+			// who is ahead), every account within 10 % of its share.
+			for hour := 1; hour < 8; hour++ {
+				var sum float64
+				for _, u := range hourly[hour] {
+					sum += u
+				}
+				for acct, sh := range shares {
+					if got, want := hourly[hour][acct]/sum, sh/4; math.Abs(got-want) > 0.1*want {
+						t.Errorf("hour %d: account %s used %.3f, want %.3f ±10%%", hour, acct, got, want)
+					}
 				}
 			}
 			if s.adm.overBudgetSeen {
