@@ -81,8 +81,13 @@ func TestFairShareBobIsNotQueuedBehindAlicesFlood(t *testing.T) {
 	}
 	// Never more than the budget: 2 tasks of 2Gi at once, whoever's.
 	out, code := runCLI(t, "shares", "--spool", sp[0])
-	if code != 0 || !strings.Contains(out, "root") || !strings.Contains(out, "ACCOUNT") {
+	if code != 0 || !strings.Contains(out, "root *") || !strings.Contains(out, "ACCOUNT") {
 		t.Errorf("shares (exit %d):\n%s", code, out)
+	}
+	// describe says where alice's account stands, with the numbers.
+	out, code = runCLI(t, "describe", "alice-29", "--spool", sp[0])
+	if code != 0 || !strings.Contains(out, "Fair share:") || !strings.Contains(out, "root's share: ") || !strings.Contains(out, "usage half-life 1h") {
+		t.Errorf("describe alice-29 (exit %d):\n%s", code, out)
 	}
 }
 

@@ -65,13 +65,17 @@ func printShares(w io.Writer, ps reconcile.PublishedShares, output string) error
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tSHARES\tSHARE\tUSAGE\tUSED\tMEMORY\tRUNNING\tPENDING")
 	for _, a := range ps.Accounts {
-		fmt.Fprintf(tw, "%s\t%g\t%.2f\t%s·s\t%.2f\t%s\t%d\t%d\n", cell(a.Account), a.Shares, a.ShareFraction,
+		name := a.Account
+		if name == ps.SpoolAccount {
+			name += " *"
+		}
+		fmt.Fprintf(tw, "%s\t%g\t%.2f\t%s·s\t%.2f\t%s\t%d\t%d\n", cell(name), a.Shares, a.ShareFraction,
 			governor.FormatBytes(int64(a.Usage)), a.UsageFraction, governor.FormatBytes(a.MemoryBytes), a.Running, a.Pending)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "usage: reserved memory × time, half-life %s; SHARE and USED are fractions among the accounts with work\n", ps.HalfLife)
+	_, err := fmt.Fprintf(w, "usage: reserved memory × time, half-life %s; SHARE and USED are fractions among the accounts with work; * this spool's account\n", ps.HalfLife)
 	return err
 }
 
@@ -83,4 +87,21 @@ func accountSamples(ps reconcile.PublishedShares) []metrics.AccountSample {
 			ShareFraction: a.ShareFraction, MemoryBytes: a.MemoryBytes, Running: a.Running, Pending: a.Pending})
 	}
 	return out
+}
+
+// shareLine says the fair share of the account of the spool whose state
+// directory is stateDir, with the numbers, as the running controller
+// published it; "" when it did not (lately).
+func shareLine(stateDir string) string {
+	ps, err := reconcile.ReadShares(stateDir)
+	if err != nil || time.Since(ps.WrittenAt) > sharesFresh {
+		return ""
+	}
+	for _, a := range ps.Accounts {
+		if a.Account == ps.SpoolAccount {
+			return fmt.Sprintf("%s's share: %.2f of %.2f used (%d running, %d pending; %d accounts with work, usage half-life %s)",
+				a.Account, a.UsageFraction, a.ShareFraction, a.Running, a.Pending, len(ps.Accounts), ps.HalfLife)
+		}
+	}
+	return ""
 }

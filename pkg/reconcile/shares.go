@@ -38,8 +38,11 @@ type AccountShare struct {
 type PublishedShares struct {
 	WrittenAt time.Time `json:"writtenAt"`
 	// HalfLife of the usage.
-	HalfLife string         `json:"halfLife"`
-	Accounts []AccountShare `json:"accounts"`
+	HalfLife string `json:"halfLife"`
+	// SpoolAccount is the account of the spool whose state directory
+	// holds the file.
+	SpoolAccount string         `json:"spoolAccount"`
+	Accounts     []AccountShare `json:"accounts"`
 }
 
 // sharesOf is the queue's standings as published.
@@ -59,7 +62,9 @@ func sharesOf(q *queue.Queue, now time.Time) PublishedShares {
 // publishShares writes the accounts' standings into the spool's state
 // directory.
 func (c *Controller) publishShares() {
-	if err := publishJSON(c.cfg.StateDir, sharesFile, sharesOf(c.host.queue, time.Now())); err != nil {
+	ps := sharesOf(c.host.queue, time.Now())
+	ps.SpoolAccount = c.account
+	if err := publishJSON(c.cfg.StateDir, sharesFile, ps); err != nil {
 		c.log.Debug().Err(err).Msg("shares not published")
 	}
 }
