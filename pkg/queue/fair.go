@@ -119,14 +119,26 @@ func (q *Queue) lockedRanker(now time.Time, list []*entry, until *entry) *ranker
 	return r
 }
 
-// cmp orders two entries, the first to be asked first.
-func (r *ranker) cmp(a, b *entry) int {
-	ca, cb := classOf(a), classOf(b)
+// rank is where an entry stands in a pass's order.
+type rank struct {
+	prio, key float64
+	e         *entry
+}
+
+// rankOf is e's rank in the pass.
+func (r *ranker) rankOf(e *entry) rank {
+	c := classOf(e)
+	return rank{prio: r.prio[c], key: r.keys[c.account], e: e}
+}
+
+// compareRanks orders two ranks, the first to be asked first: the higher
+// aged priority, then the lower usage per share, then (Seq, Name).
+func compareRanks(a, b rank) int {
 	return cmp.Or(
-		cmp.Compare(r.prio[cb], r.prio[ca]),
-		cmp.Compare(r.keys[ca.account], r.keys[cb.account]),
-		cmp.Compare(a.task.Seq, b.task.Seq),
-		cmp.Compare(a.task.Name, b.task.Name))
+		cmp.Compare(b.prio, a.prio),
+		cmp.Compare(a.key, b.key),
+		cmp.Compare(a.e.task.Seq, b.e.task.Seq),
+		cmp.Compare(a.e.task.Name, b.e.task.Name))
 }
 
 // holds reports whether h, told to wait by the governor, holds e, ranked
@@ -185,11 +197,20 @@ func (q *Queue) lockedScanFair(until *entry, refreshed bool) (waiting bool, hold
 	})
 	q.mu.pending = list
 	r := q.lockedRanker(q.clock.Now(), list, until)
-	order := slices.Clone(list)
-	slices.SortStableFunc(order, r.cmp)
+	// Each entry's rank is looked up once, not at every comparison.
+	order := make([]rank, len(list))
+	for i, e := range list {
+		order[i] = r.rankOf(e)
+	}
+	slices.SortFunc(order, compareRanks)
+	var last rank
+	if until != nil {
+		last = r.rankOf(until)
+	}
 	s := scan{refreshed: refreshed, fair: r}
-	for _, e := range order {
-		if until != nil && r.cmp(e, until) >= 0 {
+	for _, o := range order {
+		e := o.e
+		if until != nil && compareRanks(o, last) >= 0 {
 			break
 		}
 		if !q.lockedTry(e, &s) {
