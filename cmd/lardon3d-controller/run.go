@@ -462,22 +462,21 @@ serves other users' spools and runs each task as the spool's owner.
 			return &exitError{code: 2, err: fmt.Errorf("--config: %w", err)}
 		}
 		cfg := reconcile.Config{
-			PriorityClasses: bc.PriorityClasses,
-			DefaultPriority: defPrio,
-			SpoolDir:        placed[0].dir,
-			StateDir:        placed[0].stateDir,
-			ExitWhenDone:    exitWhenDone,
-			WaitForTasks:    waitForTasks,
-			KillGrace:       killGrace,
-			LogMaxBytes:     logMax,
-			PidsMax:         pidsMaxConfig(pidsMax),
-			Queue:           qcfg,
-			HistoryPath:     historyPath,
+			SpoolDir:     placed[0].dir,
+			StateDir:     placed[0].stateDir,
+			ExitWhenDone: exitWhenDone,
+			WaitForTasks: waitForTasks,
+			KillGrace:    killGrace,
+			LogMaxBytes:  logMax,
+			PidsMax:      pidsMaxConfig(pidsMax),
+			Queue:        qcfg,
+			HistoryPath:  historyPath,
 
 			ProvisionalFraction: provFrac,
 			ProvisionalBytes:    provBytes,
 			BatchPolicy:         batchPolicy,
 		}
+		cfg.PriorityClasses, cfg.DefaultPriority = bc.PriorityClasses, defPrio
 		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		m.WatchAccounts(func() []metrics.AccountSample { return accountSamples(host.Shares()) })
 		// The series are the machine's, every spool's tasks: kept beside the
