@@ -181,3 +181,35 @@ func TestFairShareBobStartsAtAlicesNextBoundary(t *testing.T) {
 	}
 	_ = c
 }
+
+// Priorities from the configuration's classes: a task of class high,
+// dropped after two of the default class low, runs before them; a class
+// the configuration does not name is rejected with the nearest one.
+func TestPriorityClassesOrderTheQueue(t *testing.T) {
+	sp := spoolsOfOneMachine(t, 1)
+	cfg := filepath.Join(filepath.Dir(sp[0]), "prio.yaml")
+	if err := os.WriteFile(cfg, []byte("priorityClasses: {high: 1000, low: -100}\ndefaultPriority: low\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeManifest(t, sp[0], "first.yaml", sleeper("first", "2Gi"))
+	c := startController(t, sp[0], "--config", cfg, "--memory-capacity", "2Gi", "--memory-reserved", "-1")
+	eventually(t, 20*time.Second, "first running", func() bool { return phaseOf(t, filepath.Join(sp[0], "first.yaml")) == v1alpha1.PhaseRunning })
+	writeManifest(t, sp[0], "l1.yaml", sleeper("l1", "2Gi"))
+	writeManifest(t, sp[0], "l2.yaml", sleeper("l2", "2Gi"))
+	writeManifest(t, sp[0], "typo.yaml", sleeper("typo", "2Gi")+"  priority: hihg\n")
+	eventually(t, 10*time.Second, "l1 and l2 read", func() bool {
+		return phaseOf(t, filepath.Join(sp[0], "l2.yaml")) == v1alpha1.PhasePending && phaseOf(t, filepath.Join(sp[0], "l1.yaml")) == v1alpha1.PhasePending
+	})
+	writeManifest(t, sp[0], "h1.yaml", sleeper("h1", "2Gi")+"  priority: high\n")
+	eventually(t, 30*time.Second, "h1 running", func() bool { return phaseOf(t, filepath.Join(sp[0], "h1.yaml")) == v1alpha1.PhaseRunning })
+	for _, f := range []string{"l1.yaml", "l2.yaml"} {
+		if p := phaseOf(t, filepath.Join(sp[0], f)); p != v1alpha1.PhasePending {
+			t.Errorf("%s is %s while h1 (priority high, dropped later) runs: want Pending", f, p)
+		}
+	}
+	typo := readTask(t, filepath.Join(sp[0], "typo.yaml")).Status
+	if typo.Phase != v1alpha1.PhaseRejected || !strings.Contains(fmt.Sprint(typo.Conditions), `no priority class "hihg" (did you mean high?`) {
+		t.Errorf("typo: %s %+v", typo.Phase, typo.Conditions)
+	}
+	_ = c
+}
