@@ -16,6 +16,7 @@ var taskVerbs = map[string]int{
 var outputValues = map[string][]string{
 	"get":     {"wide", "name", "json", "yaml"},
 	"budgets": {"json", "yaml"},
+	"shares":  {"json", "yaml"},
 	"batches": {"tsv", "json"},
 }
 

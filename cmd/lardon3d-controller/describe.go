@@ -36,6 +36,9 @@ func newDescribeCommand(g *globals) *cobra.Command {
 			est, _ := reconcile.ReadEstimates(stateDir, defaultHistoryPath())
 			errs, _ := reconcile.ReadWriteErrors(stateDir)
 			serving := servingLine(g.spool)
+			if !serving.none {
+				serving.share = shareLine(stateDir)
+			}
 			for i, f := range files {
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
@@ -130,6 +133,12 @@ func describeTo(w io.Writer, f listing.File, learned *reconcile.ProfileEstimate,
 			line += "; the status below is as the last controller left it"
 		}
 		fmt.Fprintf(tw, "Controller:\t%s\n", cell(line))
+	}
+	if sp.Priority != nil {
+		fmt.Fprintf(tw, "Priority:\t%s\n", cell(sp.Priority.String()))
+	}
+	if controller.share != "" && !v1alpha1.IsTerminal(st.Phase) {
+		fmt.Fprintf(tw, "Fair share:\t%s\n", cell(controller.share))
 	}
 	fmt.Fprintf(tw, "Class:\t%s\n", cell(orDash(string(sp.Class))))
 	fmt.Fprintf(tw, "Command:\t%s\n", cell(strings.Join(sp.Command, " ")))

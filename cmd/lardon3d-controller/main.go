@@ -125,6 +125,7 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newPauseCommand(g, true),
 		newPauseCommand(g, false),
 		newBudgetsCommand(g),
+		newSharesCommand(g),
 		newLogsCommand(g),
 		newDeleteCommand(g),
 		newRetryCommand(g),

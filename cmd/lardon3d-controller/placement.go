@@ -354,6 +354,9 @@ type spoolController struct {
 	line string
 	// none: no controller serves the spool (as get's warning says).
 	none bool
+	// share is the spool's account's fair share as the controller
+	// published it (shareLine); "" when not known.
+	share string
 }
 
 // servingLine says which controller serves spool, or that none does and

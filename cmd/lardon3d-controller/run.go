@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/cgroup"
@@ -75,6 +76,21 @@ type budgetConfig struct {
 	// IOPressureThreshold is the PSI io some avg10 percentage above which
 	// admissions holding IO slots wait (negative: never).
 	IOPressureThreshold *float64 `json:"ioPressureThreshold,omitempty"`
+	// PriorityClasses, DefaultPriority, PriorityMaxAge, FairShareHalfLife,
+	// Shares, Accounts and Quotas decide between people (fairConfig).
+	PriorityClasses   map[string]int64       `json:"priorityClasses,omitempty"`
+	DefaultPriority   *intstr.IntOrString    `json:"defaultPriority,omitempty"`
+	PriorityMaxAge    *metav1.Duration       `json:"priorityMaxAge,omitempty"`
+	FairShareHalfLife *metav1.Duration       `json:"fairShareHalfLife,omitempty"`
+	Shares            map[string]float64     `json:"shares,omitempty"`
+	Accounts          map[string]string      `json:"accounts,omitempty"`
+	Quotas            map[string]quotaConfig `json:"quotas,omitempty"`
+}
+
+// fair is the part of bc that decides between people.
+func (bc budgetConfig) fair() fairConfig {
+	return fairConfig{PriorityClasses: bc.PriorityClasses, DefaultPriority: bc.DefaultPriority, PriorityMaxAge: bc.PriorityMaxAge,
+		FairShareHalfLife: bc.FairShareHalfLife, Shares: bc.Shares, Accounts: bc.Accounts, Quotas: bc.Quotas}
 }
 
 // budgetFlags registers the budget flags on cmd and returns a loader that
@@ -452,6 +468,10 @@ serves other users' spools and runs each task as the spool's owner.
 		if bc.MaxParallel != nil {
 			qcfg.MaxParallel = *bc.MaxParallel
 		}
+		defPrio, err := bc.fair().apply(&qcfg)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--config: %w", err)}
+		}
 		cfg := reconcile.Config{
 			SpoolDir:     placed[0].dir,
 			StateDir:     placed[0].stateDir,
@@ -467,7 +487,9 @@ serves other users' spools and runs each task as the spool's owner.
 			ProvisionalBytes:    provBytes,
 			BatchPolicy:         batchPolicy,
 		}
+		cfg.PriorityClasses, cfg.DefaultPriority = bc.PriorityClasses, defPrio
 		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
+		m.WatchAccounts(func() []metrics.AccountSample { return accountSamples(host.Shares()) })
 		// The series are the machine's, every spool's tasks: kept beside the
 		// learned history, not in one spool's state directory.
 		if !f.Changed("view-admin-group") {
@@ -487,7 +509,7 @@ serves other users' spools and runs each task as the spool's owner.
 		defer stopHTTP()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		served := &servedSpools{host: host, cfg: cfg, log: log, claim: claim, observe: m.ObserveListing, ctx: ctx,
+		served := &servedSpools{host: host, cfg: cfg, fair: bc.fair(), log: log, claim: claim, observe: m.ObserveListing, ctx: ctx,
 			opts: sopts, failed: map[string]string{}}
 		defer served.close() // once Run returned
 		for _, o := range opened {

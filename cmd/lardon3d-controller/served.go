@@ -25,6 +25,7 @@ const rescanEvery = 10 * time.Second
 type servedSpools struct {
 	host    *reconcile.Host
 	cfg     reconcile.Config
+	fair    fairConfig
 	opts    spool.Options
 	log     zerolog.Logger
 	claim   *registry.Held
@@ -82,6 +83,7 @@ func (o *openedSpool) close() {
 func (s *servedSpools) serve(o *openedSpool, running bool) error {
 	c := s.cfg
 	c.SpoolDir, c.StateDir = o.dir, o.stateDir
+	c.Account = s.fair.accountOf(o.dir)
 	var ctrl *reconcile.Controller
 	if running {
 		var err error

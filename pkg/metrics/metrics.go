@@ -1,8 +1,10 @@
 // Package metrics exposes the controller's Prometheus metrics: budgets,
 // reservations, decisions, tasks by phase, batches, status writes and
-// get's listings. It owns
-// the registry; it reads the governor only through BudgetSource, at scrape
-// time, and never touches files or processes.
+// get's listings, the accounts' fair share (WatchAccounts, the account
+// label bounded by MaxAccountLabels). It owns the registry; it reads the
+// governor only through BudgetSource and the accounts through the function
+// WatchAccounts is given, at scrape time, and never touches files or
+// processes.
 package metrics
 
 import (

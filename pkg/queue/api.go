@@ -186,6 +186,14 @@ type Task struct {
 	// ignored), unless that generation ended Done: a finished generation's
 	// progress never carries, so an edited Done task runs again.
 	CarryProgress bool
+	// Priority orders the task before every task of a lower one, whatever
+	// their accounts (spec.priority resolved; default 0). A task waiting
+	// gains on higher priorities as it waits (Config.PriorityMaxAge).
+	Priority int64
+	// Account is who the task's use is charged to, for fair share and
+	// quotas (the spool's owner, or its configured account; "" is an
+	// account too).
+	Account string
 	// Restart lets Replace take a new generation of a task a worker holds
 	// (else refused with ErrSpecPending): the generation in flight is
 	// cancelled as Remove cancels it (its batch killed, its reservation

@@ -142,3 +142,32 @@ func BenchmarkScanParked(b *testing.B) {
 		b.Fatalf("governor asked %d times in %d passes, want once each", adm.asked, b.N)
 	}
 }
+
+// BenchmarkScanFair is a pass over n pending tasks of three accounts
+// (the fair order: no parked run), all asking the same question and told
+// to wait: what a flood of several owners costs each pass.
+func BenchmarkScanFair(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			adm := &benchAdm{admit: "none"}
+			var admitted *entry
+			q := newBenchQueue(adm, &countingObserver{}, &admitted)
+			for i := range n {
+				t := mkTask(fmt.Sprintf("t%06d", i), int64(i), 100, 10)
+				t.Estimate.Class = "same"
+				t.Account = []string{"alice", "bob", "carol"}[i%3]
+				if err := q.Upsert(t); err != nil {
+					b.Fatal(err)
+				}
+			}
+			q.scanOnce()
+			b.ReportAllocs()
+			for b.Loop() {
+				q.scanOnce()
+			}
+			if admitted != nil {
+				b.Fatalf("%s admitted", admitted.task.Name)
+			}
+		})
+	}
+}

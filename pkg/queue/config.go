@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
+
+	"github.com/lardon3d/lardon3d-controller/pkg/share"
 )
 
 // Defaults of Config.
@@ -14,6 +16,9 @@ const (
 	DefaultRetryBackoff    = time.Second
 	DefaultMaxRetryBackoff = 60 * time.Second
 	DefaultHistorySize     = 64
+	// DefaultPriorityMaxAge: a low-priority task waits at most about this
+	// long before it competes with the highest priority.
+	DefaultPriorityMaxAge = 30 * time.Minute
 )
 
 // Config tunes the queue. Zero fields take their defaults.
@@ -39,6 +44,14 @@ type Config struct {
 	// batch is held to a share of memory, each is the largest that fits
 	// (--batch-policy largest).
 	LargestBatches bool
+	// Fair is the fair-share and quota accounting between accounts
+	// (share.Config: half-life, shares, quotas).
+	Fair share.Config
+	// PriorityMaxAge is how long a pending task waits before it is asked
+	// as if it had the highest priority among the pending ones; in
+	// between, its priority rises linearly toward it (aging: no task
+	// starves under a stream of higher priorities). 0: DefaultPriorityMaxAge.
+	PriorityMaxAge time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -59,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		c.MaxRetryBackoff = c.RetryBackoff
+	}
+	if c.PriorityMaxAge <= 0 {
+		c.PriorityMaxAge = DefaultPriorityMaxAge
 	}
 	if c.HistorySize <= 0 {
 		c.HistorySize = DefaultHistorySize

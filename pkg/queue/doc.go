@@ -6,6 +6,30 @@
 //
 //   - The FIFO: pending tasks ordered by (Task.Seq, Task.Name). Seq comes
 //     from the task's status, so the order survives a controller restart.
+//   - The order between classes (fair.go): a class is a (Task.Account,
+//     Task.Priority). While the pending tasks are of one class the scan is
+//     the seed's, unchanged. Once they mix (Queue.mu.mixed), or a task at
+//     its sequence break is of another class than theirs, a pass walks them
+//     by (aged priority, descending; the account's usage per share,
+//     share.Ledger.Key, ascending; Seq; Name): within one class the FIFO
+//     and its bypass of a Wait hold. A class's priority rises linearly
+//     with the wait of its oldest pending task toward the highest priority
+//     pending, reaching it after Config.PriorityMaxAge. The first task of
+//     the pass told Wait by the governor holds the tasks of other classes
+//     after it that rank below it by priority, or by share when its
+//     account is below its share, or any once it waited PriorityMaxAge
+//     (ranker.holds): they wait, ReasonFairShare, with the numbers, so no
+//     task starves behind smaller ones. The parked tails are not used in
+//     such a pass.
+//   - Accounting (share.Ledger, guarded by Queue.mu): each reservation is
+//     booked to its task's account from lockedHold to lockedRelease, each
+//     worker from lockedActivate to workerExit. Quotas
+//     (Config.Fair.Quotas): a task whose account holds its running-tasks
+//     cap waits (ReasonQuota) without asking the governor; a grant that
+//     would cross a memory or GPU cap is handed back at once (the one
+//     Release outside lockedRelease: the reservation never reached an
+//     entry) and the task waits, and so do its account's later tasks in
+//     that pass.
 //   - Dependencies: a task whose DependsOn are not all Done waits without
 //     asking the governor (WaitingForDependencies); a dependency that ended
 //     Failed or Rejected holds it (DependencyFailed, naming it; it stays
@@ -77,7 +101,11 @@
 //     snapshot taken after the batch ended; then release the reservation,
 //     Refresh, offer the budget to the pending tasks ahead of this one in the
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
-//     polling every Config.BoundaryPoll (50 ms) while told Wait.
+//     polling every Config.BoundaryPoll (50 ms) while told Wait. In the fair
+//     order, "ahead" is ranked before it, each poll offers again, and while
+//     a task ranked before it that holds it (ranker.holds) waits for the
+//     governor, it does not ask: it yields its next batch (Pending,
+//     ReasonFairShare). A running batch is never stopped for fairness.
 //   - Every estimate it hands the governor says how many items the task
 //     has left (ItemsLeft: batches are evened out) and how many tasks
 //     could run a batch beside it (Peers, lockedPeers: those holding a
@@ -98,8 +126,9 @@
 // judges whether a demand fits: the Admitter does, the queue obeys. It never
 // runs a process itself (the BatchRunner does), never reads or writes a
 // manifest (the reconciler does, from Events), and never releases a
-// reservation twice: lockedRelease is the only call site and clears the
-// handle it releases.
+// reservation twice: lockedRelease is the only call site for an entry's
+// reservation and clears the handle it releases (a grant refused by a
+// quota is handed back where it was granted, before any entry holds it).
 //
 // # Phases
 //

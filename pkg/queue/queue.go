@@ -14,6 +14,7 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/share"
 )
 
 // Sentinel errors.
@@ -113,6 +114,8 @@ type entry struct {
 	// kills counts the batches killed for memory and GPU memory in this
 	// generation.
 	kills Kills
+	// pendingSince is when the entry last became pending (aging).
+	pendingSince time.Time
 	// freshBy, when set, is until when the task waits for a snapshot
 	// numbered above freshAfter (SnapshotCounter).
 	freshAfter uint64
@@ -189,6 +192,13 @@ type Queue struct {
 		// history is a ring of the last terminal events.
 		history     []Event
 		historyNext int
+		// ledger books each account's reservations, usage and quotas.
+		ledger *share.Ledger
+		// mixed says the pending entries may span more than one
+		// (account, priority) class: a pass then walks them in the fair
+		// order (fair.go); class0 is the class of the list's first.
+		mixed  bool
+		class0 class
 	}
 }
 
@@ -210,6 +220,7 @@ func New(cfg Config, adm Admitter, run BatchRunner, obs Observer, opts ...Option
 	q.spawn = func(e *entry) { go q.work(e) }
 	q.mu.tasks = make(map[string]*entry)
 	q.mu.history = make([]Event, 0, q.cfg.HistorySize)
+	q.mu.ledger = share.New(q.cfg.Fair)
 	return q
 }
 
@@ -342,6 +353,9 @@ func (q *Queue) Replace(t Task) (Replaced, error) {
 	}
 	e.state = statePending
 	e.phase = v1alpha1.PhasePending
+	if !same {
+		e.pendingSince = q.clock.Now()
+	}
 	if !same && !t.Paused {
 		q.lockedMarkFresh(e)
 	}
@@ -404,6 +418,7 @@ func (q *Queue) Holds(name string) bool {
 // REQUIRES: q.mu held; e.state == statePending.
 func (q *Queue) lockedEnqueue(e *entry, oldSeq int64) {
 	q.mu.epoch++
+	q.lockedNoteClass(e)
 	if e.inList {
 		if oldSeq != e.task.Seq {
 			q.mu.pendingDirty = true
@@ -441,6 +456,7 @@ func (q *Queue) lockedRebuild() {
 	})
 	q.mu.pending = list
 	q.mu.pendingDirty = false
+	q.lockedReclass()
 }
 
 // SetPaused pauses or resumes a task. A pending task is not dispatched while
@@ -700,6 +716,9 @@ func (q *Queue) lockedRelease(e *entry) {
 		return
 	}
 	e.hasRes = false
+	if e.contract != nil {
+		q.mu.ledger.Release(e.task.Account, *e.contract, q.clock.Now())
+	}
 	e.contract = nil
 	// A refused release (already released) changes nothing in the governor;
 	// the queue never releases twice, so there is nothing to undo.
@@ -713,6 +732,7 @@ func (q *Queue) lockedRelease(e *entry) {
 func (q *Queue) lockedHold(e *entry, r Reservation) {
 	c := r.Contract()
 	e.res, e.hasRes, e.contract = r, true, &c
+	q.mu.ledger.Hold(e.task.Account, c, q.clock.Now())
 }
 
 // Held is one task's contract in force (Queue.Held).

@@ -78,6 +78,14 @@ type scan struct {
 	// memory cap of runFrom too), nil when none is under way.
 	runFrom          *entry
 	runSeq, runLearn int
+	// fair is the pass's order in a mixed list (lockedScanFair), nil in
+	// the seed's; hold is the first entry of it told to wait by the
+	// governor: the entries after it that it holds wait too.
+	fair *ranker
+	hold *entry
+	// quota holds, by account, the quota a task of it would cross in
+	// this pass: its later tasks wait with it (FIFO within the account).
+	quota map[string]string
 }
 
 // waitRun is a run of pending entries a whole pass told to wait, from the
@@ -215,6 +223,10 @@ func (q *Queue) lockedScan(until *entry, refreshed bool) bool {
 	if q.mu.depsDirty {
 		q.lockedRejectCycles()
 	}
+	if q.mu.mixed || (until != nil && len(q.mu.pending) > 0 && classOf(until) != q.mu.class0) {
+		waiting, _ := q.lockedScanFair(until, refreshed)
+		return waiting
+	}
 	s := scan{refreshed: refreshed}
 	pw := &q.mu.parkedWait
 	if pw.from != nil && pw.epoch != q.mu.epoch {
@@ -340,6 +352,20 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 		s.awaitFresh, s.waiting = true, true
 		return true
 	}
+	if msg := s.quota[e.task.Account]; msg != "" {
+		q.lockedWait(e, ReasonQuota, msg)
+		s.waiting = true
+		return true
+	}
+	if msg := q.mu.ledger.FullAt(e.task.Account); msg != "" {
+		q.lockedQuotaWait(e, s, msg)
+		return true
+	}
+	if s.hold != nil && s.fair.holds(s.hold, e) {
+		q.lockedWait(e, ReasonFairShare, s.fair.holdMessage(s.hold, e))
+		s.waiting = true
+		return true
+	}
 	if !s.refreshed {
 		q.adm.Refresh()
 		s.refreshed = true
@@ -364,6 +390,13 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 	d, r, ok := q.adm.Reserve(est)
 	switch {
 	case ok:
+		if msg := q.mu.ledger.Over(e.task.Account, r.Contract(), true); msg != "" {
+			// Granted beyond the account's quota: handed back at once,
+			// the budgets are as they were.
+			_ = q.adm.Release(r)
+			q.lockedQuotaWait(e, s, msg)
+			return true
+		}
 		clear(s.waits) // the budgets changed: every answer may change
 		s.waitDecs = s.waitDecs[:0]
 		clear(s.learned)
@@ -390,12 +423,24 @@ func (q *Queue) lockedTry(e *entry, s *scan) bool {
 	}
 }
 
+// lockedQuotaWait tells e to wait for its account's quota, and the
+// account's later entries of the pass with it. REQUIRES: q.mu held.
+func (q *Queue) lockedQuotaWait(e *entry, s *scan, msg string) {
+	if s.quota == nil {
+		s.quota = map[string]string{}
+	}
+	s.quota[e.task.Account] = msg
+	q.lockedWait(e, ReasonQuota, msg)
+	s.waiting = true
+}
+
 // lockedActivate hands an admitted entry to a new worker: phase Reserved.
 // REQUIRES: q.mu held.
 func (q *Queue) lockedActivate(e *entry, r Reservation, d governor.Decision) {
 	e.state = stateActive
 	q.lockedHold(e, r)
 	q.mu.active++
+	q.mu.ledger.Started(e.task.Account, q.clock.Now())
 	e.ctx, e.cancel = context.WithCancel(q.base)
 	e.ctl = make(chan struct{}, 1)
 	q.lockedSetPhase(e, v1alpha1.PhaseReserved, v1alpha1.ReasonAdmitted, admitMessage(d, *e.contract))

@@ -164,6 +164,7 @@ func (q *Queue) workerExit(e *entry) {
 	q.mu.Lock()
 	q.lockedRelease(e) // normally already released; never twice
 	q.mu.active--
+	q.mu.ledger.Ended(e.task.Account, q.clock.Now())
 	q.signal()
 	q.mu.Unlock()
 	q.workers.Done()
@@ -462,8 +463,13 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 	defer q.mu.Unlock()
 	q.lockedRelease(e)
 	q.adm.Refresh()
-	q.lockedScan(e, true)
-	for {
+	hold, fair := q.lockedBreakScan(e)
+	for first := true; ; first = false {
+		if !first && fair {
+			// The fair order moves as the accounts use: each poll offers
+			// the budget to those ranked ahead again.
+			hold, fair = q.lockedBreakScan(e)
+		}
 		if e.ctx.Err() != nil {
 			// Leave Running now: it no longer holds a reservation.
 			q.lockedFinishCancelled(e)
@@ -492,8 +498,36 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 		// The poll timer exists before the governor is asked, so whoever
 		// sees the question can step a fake clock past it.
 		t := q.clock.NewTimer(q.cfg.BoundaryPoll)
-		d, r, ok := q.adm.Reserve(q.lockedEstimate(e))
+		var d governor.Decision
+		var r Reservation
+		ok, why, msg := false, ReasonFairShare, hold
+		if hold == "" {
+			d, r, ok = q.adm.Reserve(q.lockedEstimate(e))
+			if ok {
+				if msg = q.mu.ledger.Over(e.task.Account, r.Contract(), false); msg != "" {
+					// Granted beyond the account's quota: handed back.
+					_ = q.adm.Release(r)
+					ok, why = false, ReasonQuota
+				}
+			}
+		}
 		switch {
+		case msg != "":
+			if e.phase != v1alpha1.PhasePending {
+				q.lockedSetPhase(e, v1alpha1.PhasePending, why, msg)
+			} else {
+				q.lockedWait(e, why, msg)
+			}
+			q.mu.Unlock()
+			select {
+			case <-t.C():
+			case <-e.ctl:
+			case <-e.ctx.Done():
+			}
+			t.Stop()
+			q.mu.Lock()
+			q.adm.Refresh()
+			continue
 		case ok:
 			t.Stop()
 			q.lockedHold(e, r)
@@ -534,6 +568,30 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 		q.mu.Lock()
 		q.adm.Refresh()
 	}
+}
+
+// lockedBreakScan offers the budget to the pending tasks ranked before e,
+// at its sequence break: the seed's FIFO (those ahead of it) when the
+// pending tasks and e are of one class, else the fair order; then hold
+// says, when not empty, why e yields its next batch (a task of an account
+// below its share waits for the governor ahead of it), and fair that
+// the fair order was used. REQUIRES: q.mu held.
+func (q *Queue) lockedBreakScan(e *entry) (hold string, fair bool) {
+	if q.mu.closed || q.mu.draining {
+		return "", false
+	}
+	if q.mu.pendingDirty {
+		q.lockedRebuild()
+	}
+	if q.mu.mixed || (len(q.mu.pending) > 0 && classOf(e) != q.mu.class0) {
+		if q.mu.depsDirty {
+			q.lockedRejectCycles()
+		}
+		_, hold = q.lockedScanFair(e, true)
+		return hold, true
+	}
+	q.lockedScan(e, true)
+	return "", false
 }
 
 // doneMessage is the Complete condition's message of a task whose total

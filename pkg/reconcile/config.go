@@ -56,6 +56,13 @@ type Config struct {
 	MemoryTolerance float64
 	// Queue configures the queue.
 	Queue queue.Config
+	// PriorityClasses name the priorities a spec.priority may give by
+	// name (machine-wide); DefaultPriority is a task's without one.
+	PriorityClasses map[string]int64
+	DefaultPriority int64
+	// Account is who the spool's tasks are charged to for fair share and
+	// quotas (per spool; default the spool directory's owner's name).
+	Account string
 	// ProbeInterval is how often the machine is probed (default 200 ms).
 	ProbeInterval time.Duration
 	// ProvisionalFraction is the share of the grantable memory the first

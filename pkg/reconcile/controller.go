@@ -106,6 +106,9 @@ type Controller struct {
 	closing bool
 	// runAs runs the spool's tasks (spoolUser), set by prepare.
 	runAs *runner.User
+	// account is who the spool's tasks are charged to (spoolAccount),
+	// set by prepare.
+	account string
 	// started is set once the host started the loop (Host.spoolsMu).
 	started bool
 	// stopSpool ends the spool's watcher; spoolErr is its result.
@@ -180,6 +183,10 @@ func (c *Controller) prepare(sweep bool) error {
 		return err
 	}
 	c.runAs = runAs
+	c.account = c.cfg.Account
+	if c.account == "" {
+		c.account = spoolAccount(c.cfg.SpoolDir)
+	}
 	killLeftovers(c.cfg.StateDir, c.batches.cgroups, sweep, c.log)
 	c.batches.journal = newGroupJournal(filepath.Join(c.cfg.StateDir, "run"))
 	c.estimatesDirty = true
@@ -207,6 +214,7 @@ func (c *Controller) loop(ctx context.Context) error {
 	publish := time.NewTicker(2 * time.Second)
 	defer publish.Stop()
 	c.publishBudgets()
+	c.publishShares()
 	defer func() { c.closing = true }()
 	events, spoolErr := c.spool.Events(), c.spoolErr
 	// lost ends the loop when the spool cannot be watched any more (its
@@ -247,6 +255,7 @@ func (c *Controller) loop(ctx context.Context) error {
 		case <-publish.C:
 			c.flushHistory()
 			c.publishBudgets()
+			c.publishShares()
 			c.countPhases(time.Now(), false) // exact again once a burst of writes ends
 			c.publishEstimates()
 		case err := <-spoolErr:

@@ -23,6 +23,15 @@
 // have been planted there. Their items must be readable by the user
 // (resolveItems), their scratch lease directory is handed to them.
 //
+// Accounts and priorities (priority.go, shares.go). Every task of a spool
+// is charged to the spool's account (Config.Account, else its directory's
+// owner's login name, spoolAccount) for the queue's fair share and
+// quotas; spec.priority resolves by Config.PriorityClasses (a class not
+// named rejects a new generation, InvalidSpec; a resumed one takes
+// DefaultPriority). Each spool's state directory gets the accounts'
+// standings (shares.json, every 2 s beside budgets.json) for the shares
+// verb and describe.
+//
 // Files. controller.go holds the wiring and the loop; config.go the
 // Config; tasks.go the task table (entries by path, names, duplicates,
 // dependents, invalid files); lifecycle.go the lifecycle rules as pure

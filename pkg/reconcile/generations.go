@@ -290,6 +290,13 @@ func (c *Controller) startGeneration(e *entry, cause string, r itemsResolved) bo
 	if seq == 0 {
 		seq = c.host.nextSeq()
 	}
+	if _, err := c.priorityOf(&t.Spec); err != nil {
+		if e.inQueue && c.queue.Holds(e.name) {
+			return false
+		}
+		c.reject(e, e.fileHash, gen, err)
+		return true
+	}
 	ri := r.ri
 	qt := c.queueTask(e, seq, gen, total)
 	qt.InputBytesPerItem = ri.inputPerItem
@@ -421,7 +428,11 @@ func (c *Controller) queueTask(e *entry, seq, gen, total int64) queue.Task {
 		Retries:     int(t.Spec.Retries),
 		Mode:        t.Spec.Resources.EffectiveEstimate(),
 		Profile:     ProfileOf(&t.Spec),
+		Account:     c.account,
 	}
+	// A class the configuration no longer names (a resumed task) takes
+	// the default; a new generation naming one is rejected before.
+	qt.Priority, _ = c.priorityOf(&t.Spec)
 	if t.Spec.BatchTimeout != nil {
 		qt.BatchTimeout = t.Spec.BatchTimeout.Duration
 	}

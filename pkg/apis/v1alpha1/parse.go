@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
@@ -177,7 +178,9 @@ var (
 	taskType     = reflect.TypeFor[Task]()
 	quantityType = reflect.TypeFor[resource.Quantity]()
 	durationType = reflect.TypeFor[metav1.Duration]()
-	timeType     = reflect.TypeFor[metav1.Time]()
+	// intOrStringType is spec.priority's: an integer or a name.
+	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
+	timeType        = reflect.TypeFor[metav1.Time]()
 )
 
 // decoder walks a YAML node tree along a Go type, collecting every schema
@@ -275,6 +278,17 @@ func (d *decoder) value(n *yaml.Node, t reflect.Type, path string) (v any, ok bo
 	switch t {
 	case quantityType:
 		return d.quantity(n, path)
+	case intOrStringType:
+		if n.Kind == yaml.ScalarNode {
+			var i int64
+			switch {
+			case n.ShortTag() == "!!int" && n.Decode(&i) == nil && i >= -MaxPriority && i <= MaxPriority:
+				return i, true
+			case n.ShortTag() == "!!str":
+				return n.Value, true
+			}
+		}
+		return d.typeError(n, path, "an integer from -1000000000 to 1000000000 or the name of a priority class")
 	case durationType:
 		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
 			if _, err := time.ParseDuration(n.Value); err == nil {

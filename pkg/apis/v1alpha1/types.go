@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // APIVersion is the only apiVersion this package accepts.
@@ -98,6 +100,9 @@ type TaskSpec struct {
 	BatchTimeout *metav1.Duration `json:"batchTimeout,omitempty"`
 	// Paused stops the task's processes (SIGSTOP) while keeping its reservation.
 	Paused bool `json:"paused,omitempty"`
+	// Priority orders the task before every task of a lower priority, whatever their owners: an integer from -1000000000 to 1000000000, or the name of a class of the controller's configuration (priorityClasses, as Kubernetes' PriorityClass); default the configuration's defaultPriority, else 0. Between tasks of one priority, the owner who used the least of their share goes first.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= -1000000000 && self <= 1000000000) : self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self) <= 63",message="must be an integer from -1000000000 to 1000000000 or the name of a priority class"
+	Priority *intstr.IntOrString `json:"priority,omitempty" validate:"omitnil,priority"`
 	// RetryToken, when changed, starts a new generation with the same spec: `retry NAME` writes a new one to run a Failed task again, from its committed progress.
 	RetryToken string `json:"retryToken,omitempty"`
 	// Pod says how the node agent runs each batch as a Pod on Kubernetes (image, volumes, identity); the spool mode runs the command on its own machine and ignores it.
@@ -528,4 +533,16 @@ func WaitsOnDependencies(reason string) bool {
 		return true
 	}
 	return false
+}
+
+// MaxPriority bounds an integer spec.priority (and its negative, the lowest).
+const MaxPriority = 1_000_000_000
+
+// PriorityValid reports whether p is a valid spec.priority: an integer
+// within ±MaxPriority, or a class name (a DNS label).
+func PriorityValid(p intstr.IntOrString) bool {
+	if p.Type == intstr.Int {
+		return true // the decoder bounds it (intOrStringType); an int32 is within
+	}
+	return len(validation.IsDNS1123Label(p.StrVal)) == 0
 }

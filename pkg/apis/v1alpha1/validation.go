@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-playground/validator/v10"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -54,6 +55,10 @@ var validate = sync.OnceValue(func() *validator.Validate {
 	}))
 	must(v.RegisterValidation("dnslabel", func(fl validator.FieldLevel) bool {
 		return len(validation.IsDNS1123Label(fl.Field().String())) == 0
+	}))
+	must(v.RegisterValidation("priority", func(fl validator.FieldLevel) bool {
+		p, ok := fl.Field().Interface().(intstr.IntOrString)
+		return ok && PriorityValid(p)
 	}))
 	must(v.RegisterValidation("abspath", func(fl validator.FieldLevel) bool {
 		return strings.HasPrefix(fl.Field().String(), "/")
@@ -260,6 +265,8 @@ func translate(fe validator.FieldError) *FieldError {
 		e.Rule, e.Detail = RuleFormat, "must be a lower case name of at most "+strconv.Itoa(MaxNameLength)+" characters (a-z, 0-9, '-', '.'), starting and ending with a letter or digit"
 	case "dnslabel":
 		e.Rule, e.Detail = RuleFormat, "must be a lower case name of at most 63 characters (a-z, 0-9, '-'), starting and ending with a letter or digit"
+	case "priority":
+		e.Rule, e.Detail = RuleFormat, "must be an integer from -1000000000 to 1000000000 or the name of a priority class (a lower case name of at most 63 characters)"
 	case "abspath":
 		e.Rule, e.Detail = RuleFormat, "must be an absolute path"
 	case "envname":
@@ -273,6 +280,9 @@ func translate(fe validator.FieldError) *FieldError {
 }
 
 func formatValue(v any) string {
+	if p, ok := v.(intstr.IntOrString); ok {
+		return strconv.Quote(p.String())
+	}
 	rv := reflect.ValueOf(v)
 	for rv.IsValid() && rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
