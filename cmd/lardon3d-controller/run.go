@@ -430,6 +430,11 @@ serves other users' spools and runs each task as the spool's owner.
 				log.Warn().Err(err).Msg("processes that leave their batch's process group and lose their parent are not re-parented to the controller")
 			}
 		}
+		// Behind the user's programs for the kernel's OOM killer, where
+		// it may be (the batches run ahead of them: runner.BatchOOMScoreAdj).
+		if adj, err := runner.LowerOwnOOMScoreAdj(); err != nil {
+			log.Info().Err(err).Int("oomScoreAdj", adj).Msg("the controller keeps its oom_score_adj (lowering it needs CAP_SYS_RESOURCE); batches still run ahead of every other program")
+		}
 		for _, w := range bc.warnings() {
 			log.Warn().Msg(w)
 		}

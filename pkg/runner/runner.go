@@ -242,6 +242,11 @@ func (b *Batch) start(output *os.File) error {
 	b.cmd = cmd
 	b.started = time.Now()
 	pid := cmd.Process.Pid
+	// Ahead of the user's programs for the kernel's OOM killer (see
+	// BatchOOMScoreAdj); its children inherit it from now on.
+	if err := SetOOMScoreAdj("/proc", pid, BatchOOMScoreAdj); err != nil {
+		b.logf("=== batch %d: %v ===", s.BatchIndex, err)
+	}
 	b.group = ProcessGroup{PGID: pid, BootID: bootID()}
 	if b.cg != nil {
 		ref := b.cg.Ref()
@@ -750,6 +755,9 @@ type meter struct {
 	cpu            time.Duration
 	// members are the cgroup's live processes at the last sample.
 	members []int
+	// oomRaised are the processes given BatchOOMScoreAdj (raiseOOM).
+	oomRaised  map[int]bool
+	oomErrSeen bool
 }
 
 func newMeter(b *Batch) *meter {
@@ -774,6 +782,7 @@ func (m *meter) sample() int {
 		m.peak = max(m.peak, rss)
 		m.peakWorkingSet = m.peak
 		m.b.rss.Store(rss)
+		m.raiseOOM()
 		return live
 	}
 	ms, err := m.b.cg.Memory()
@@ -789,6 +798,7 @@ func (m *meter) sample() int {
 		return -1
 	}
 	m.members = live
+	m.raiseOOM()
 	return len(live)
 }
 
