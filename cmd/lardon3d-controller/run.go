@@ -71,6 +71,15 @@ type budgetConfig struct {
 	// IOPressureThreshold is the PSI io some avg10 percentage above which
 	// admissions holding IO slots wait (negative: never).
 	IOPressureThreshold *float64 `json:"ioPressureThreshold,omitempty"`
+	// MemoryPressureSoft is the available memory under which new
+	// admissions wait for the programs outside the batches (default: the
+	// memory margin; -1: off); MemoryPressureHard the one under which a
+	// batch yields (default: half the soft one; -1: off).
+	MemoryPressureSoft *resource.Quantity `json:"memoryPressureSoft,omitempty"`
+	MemoryPressureHard *resource.Quantity `json:"memoryPressureHard,omitempty"`
+	// SwapFallRate is how fast swap and zram free may fall, per second,
+	// before a batch yields (default 64Mi; -1: off).
+	SwapFallRate *resource.Quantity `json:"swapFallRate,omitempty"`
 }
 
 // budgetFlags registers the budget flags on cmd and returns a loader that
@@ -79,6 +88,7 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 	var (
 		configFile                        string
 		memCap, memRes                    string
+		pressSoft, pressHard, swapFall    string
 		cpusRes, ioSlots, gpuSlots, maxPa int
 		scratch                           []string
 		loadThr, ioThr, cpuThr            float64
@@ -97,6 +107,9 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 	f.Float64Var(&cpuThr, "cpu-pressure-threshold", 0, "CPU gate where the kernel has PSI: cpu some % above which new admissions wait (0: the governor's 60; negative: the CPU gate is off, the load average included)")
 	f.DurationVar(&cpuMaxWait, "cpu-gate-max-wait", 0, "longest the CPU gate holds a batch while none of ours runs; then it is admitted however busy the CPU (0: the governor's 30s; negative: no bound)")
 	f.Float64Var(&ioThr, "io-pressure-threshold", 0, "PSI io some avg10 % above which IO-heavy admissions wait (0: the governor's 40; negative: never)")
+	f.StringVar(&pressSoft, "memory-pressure-soft", "", "available memory under which new admissions wait, the programs outside the batches pressing (default: the memory margin, max(512Mi, 5%); -1: off)")
+	f.StringVar(&pressHard, "memory-pressure-hard", "", "available memory under which one batch yields (is evicted) to the programs outside the batches (default: half the soft threshold; -1: off)")
+	f.StringVar(&swapFall, "swap-fall-rate", "", "swap and zram free falling this fast per second makes one batch yield (default 64Mi; -1: off)")
 	return func() (budgetConfig, error) {
 		var bc budgetConfig
 		if configFile != "" {
@@ -125,6 +138,14 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		}
 		if err := qty("memory-reserved", memRes, &bc.MemoryReserved); err != nil {
 			return bc, err
+		}
+		for _, p := range []struct {
+			flag, v string
+			into    **resource.Quantity
+		}{{"memory-pressure-soft", pressSoft, &bc.MemoryPressureSoft}, {"memory-pressure-hard", pressHard, &bc.MemoryPressureHard}, {"swap-fall-rate", swapFall, &bc.SwapFallRate}} {
+			if err := qty(p.flag, p.v, p.into); err != nil {
+				return bc, err
+			}
 		}
 		for flag, pair := range map[string]struct {
 			v    int
@@ -238,6 +259,14 @@ func (bc budgetConfig) governorConfig() governor.Config {
 	}
 	if bc.CPUGateMaxWait != nil {
 		cfg.CPUGateMaxWait = bc.CPUGateMaxWait.Duration
+	}
+	for _, p := range []struct {
+		q    *resource.Quantity
+		into *int64
+	}{{bc.MemoryPressureSoft, &cfg.MemoryPressureSoft}, {bc.MemoryPressureHard, &cfg.MemoryPressureHard}, {bc.SwapFallRate, &cfg.SwapFallRate}} {
+		if p.q != nil {
+			*p.into = p.q.Value()
+		}
 	}
 	return cfg
 }

@@ -58,6 +58,8 @@ type Batch struct {
 	rss        atomic.Int64
 	cancelOnce sync.Once
 	cancelCh   chan struct{} // closed by Cancel
+	killCh     chan struct{} // closed by Kill
+	killOnce   sync.Once
 	wake       chan struct{} // buffered(1): the pause state changed
 	ended      chan struct{} // closed once result is set
 	done       chan struct{} // closed once the cgroup is handed back too
@@ -115,7 +117,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	}
 	b := &Batch{
 		spec: s, fs: fs, out: out, itemsFile: itemsFile, runAs: runAs, lastCount: -1,
-		cancelCh: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}), done: make(chan struct{}),
+		cancelCh: make(chan struct{}), killCh: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}), done: make(chan struct{}),
 	}
 	b.logf("=== batch %d items %s threads %d memory %s attempt %d at %s ===",
 		s.BatchIndex, itemRange(s), s.Threads, memoryText(s.MemoryLimit), s.Attempt,
@@ -543,7 +545,7 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	armTimeout()
 	ticker := time.NewTicker(s.SampleInterval)
 	defer ticker.Stop()
-	ctxDone, cancelCh := ctx.Done(), b.cancelCh
+	ctxDone, cancelCh, killCh := ctx.Done(), b.cancelCh, b.killCh
 	if b.cg == nil {
 		// The first scan marks the processes outside the group. A cgroup
 		// needs no reading at the start: the kernel's peak covers it.
@@ -566,6 +568,10 @@ loop:
 			cancelCh = nil
 			setReason(ReasonCancelled, "cancelled")
 			terminate()
+		case <-killCh:
+			killCh = nil
+			setReason(ReasonCancelled, "killed")
+			killAll()
 		case <-ctxDone:
 			ctxDone = nil
 			setReason(ReasonCancelled, fmt.Sprintf("cancelled: %v", context.Cause(ctx)))
@@ -1018,6 +1024,13 @@ func (b *Batch) Resume() error {
 // after the end, does nothing.
 func (b *Batch) Cancel() {
 	b.cancelOnce.Do(func() { close(b.cancelCh) })
+}
+
+// Kill ends the batch at once: SIGKILL to every process of its cgroup
+// and group (a frozen cgroup thawed), with no grace, as an eviction
+// needs when the memory runs out. It returns at once; Wait tells the end.
+func (b *Batch) Kill() {
+	b.killOnce.Do(func() { close(b.killCh) })
 }
 
 // Wait blocks until the leader has exited and no live process of the group
