@@ -6,14 +6,12 @@
 //
 //   - The FIFO: pending tasks ordered by (Task.Seq, Task.Name). Seq comes
 //     from the task's status, so the order survives a controller restart.
-//
 //   - Dependencies: a task whose DependsOn are not all Done waits without
 //     asking the governor (WaitingForDependencies); a dependency that ended
 //     Failed or Rejected holds it (DependencyFailed, naming it; it stays
 //     Pending and continues if the dependency is later made Done); an unknown
 //     dependency holds it (DependencyMissing); a cycle among pending tasks is
 //     Rejected (DependencyCycle, the message names the cycle).
-//
 //   - Admission order: one dispatch scan (scanOnce, a synchronous step; Run is
 //     a thin loop around it) walks the pending tasks in order, calls
 //     Admitter.Refresh once, and asks Admitter.Reserve for each. Only a Wait is
@@ -42,7 +40,6 @@
 //     run given another verdict meanwhile (a scan at a sequence break)
 //     unparks it. A flood waiting for the governor then costs a scan its
 //     head, not the flood (BenchmarkScanParked).
-//
 //   - Fresh snapshots: when the Admitter is a SnapshotCounter and says its
 //     snapshot is stale as a task is handed in (Replace of a new
 //     generation, a resume), the scan leaves that task, and every task
@@ -50,13 +47,11 @@
 //     mark (or freshWaitMax, 250 ms): whoever hands tasks in never waits
 //     for a probe, and the first admission after an idle spell is decided
 //     on the machine as it is.
-//
 //   - Waiting: while a task told Wait is pending, Run sleeps at most
 //     Config.RescanWait (500 ms); any signal wakes it at once: a release, an
 //     Upsert, SetPaused or Remove, a worker exit, or Admitter.Changed closing.
 //     The signal is a buffered(1) channel with non-blocking sends. When no
 //     Wait is pending, Run sleeps until a signal. There is no other goroutine.
-//
 //   - Workers: one goroutine per admitted task (at most Config.MaxParallel when
 //     set) runs its batches through BatchRunner, commits progress on exit 0,
 //     hands every batch, failed ones included, to the Learner (WithLearner),
@@ -77,30 +72,25 @@
 //     failures in a row, no retry spent), then a sequence break asks
 //     again; any other Start error fails the task at once, with the
 //     error's Reason() when it has one, else StartFailed.
-//
 //   - The sequence break between two batches: when the Admitter is a
 //     FreshWaiter, wait (no lock held, bounded by the Admitter) for a
 //     snapshot taken after the batch ended; then release the reservation,
 //     Refresh, offer the budget to the pending tasks ahead of this one in the
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
 //     polling every Config.BoundaryPoll (50 ms) while told Wait.
-//
 //   - Every estimate it hands the governor says how many items the task
 //     has left (ItemsLeft: batches are evened out) and how many tasks
 //     could run a batch beside it (Peers, lockedPeers: those holding a
 //     worker and the ready ones among the first 64 queued, at most
 //     MaxParallel): the governor holds a batch to its share of memory. The
 //     count is a fact of the queue, not a judgement of resources.
-//
 //   - A bounded History of the last Config.HistorySize (64) terminal events,
 //     and Snapshot, a point-in-time view of every task (tests read it; get
 //     and describe read the manifests, which the reconciler writes).
-//
 //   - Learning (WithLearner): every finished batch is handed to
 //     Learner.Observe; a task not in strict mode gets its estimate from
 //     Learner.Estimate at every admission. The Learner is called with the queue's mutex held (lock
 //     order: queue, then Learner, then governor) and never calls back.
-//
 //   - Evictions (evict.go): Evict(task, batch, reason, message) kills the
 //     running batch (RunningBatch's Kill when it has one, else Cancel) and
 //     ends it with the reason whatever the kill made of it; the task goes
