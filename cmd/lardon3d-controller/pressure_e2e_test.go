@@ -29,14 +29,14 @@ while os.path.exists(d + "/gate") and time.time() < deadline:
     time.sleep(0.05)
 `
 
-// userProgram is the person at the machine's program: it grows by 256 MiB
-// every 0.5 s to 1.5 GiB, says so, and exits 0 once told to.
+// userProgram is the person at the machine's program: it grows by
+// argv[2] MiB every 0.5 s to 1.5 GiB, says so, and exits 0 once told to.
 const userProgram = `
 import os, sys, time
-d = sys.argv[1]
+d, step = sys.argv[1], int(sys.argv[2])
 chunks = []
-while len(chunks) < 6:
-    b = bytearray(256 << 20)
+while len(chunks) * step < 1536:
+    b = bytearray(step << 20)
     for i in range(0, len(b), 4096):
         b[i] = 1
     chunks.append(b)
@@ -127,8 +127,15 @@ func boxOOMKills(t *testing.T, box string) int {
 // program survives and ends 0, the box counts no OOM kill, the task is
 // Pending Evicted (naming the program), runs the batch again once the
 // program has exited, and ends Done with every item, no retry spent
-// (retries: 0), every batch under the same contract.
+// (retries: 0), every batch under the same contract. The same with a
+// program that grows more slowly than the batch did (64 MiB every 0.5 s).
 func TestBatchYieldsToTheUsersProgram(t *testing.T) {
+	for _, step := range []int{256, 64} {
+		t.Run(fmt.Sprintf("%dMiB-per-half-second", step), func(t *testing.T) { batchYields(t, step) })
+	}
+}
+
+func batchYields(t *testing.T, stepMiB int) {
 	needCgroups(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatalf("python3 allocates the memory the way users' programs do: %v", err)
@@ -175,7 +182,7 @@ spec:
 	}
 	eventually(t, 60*time.Second, "batch 0 holding its memory", func() bool { return held(0) == 1 })
 
-	user := inBox(box, "python3", "-c", userProgram, gate)
+	user := inBox(box, "python3", "-c", userProgram, gate, strconv.Itoa(stepMiB))
 	user.Stdout, user.Stderr = os.Stderr, os.Stderr
 	if err := user.Start(); err != nil {
 		t.Fatal(err)
@@ -203,6 +210,14 @@ spec:
 	}
 	if c := meta.FindStatusCondition(evicted.Status.Conditions, v1alpha1.ConditionAdmitted); c == nil || c.Reason != v1alpha1.ReasonEvicted {
 		t.Errorf("Admitted condition %+v, want False with reason Evicted", c)
+	}
+	get, code := runCLI(t, "get", "--spool", spool)
+	if code != 0 || !strings.Contains(get, "Evicted") {
+		t.Errorf("get (exit %d) shows no Evicted REASON:\n%s", code, get)
+	}
+	describe, code := runCLI(t, "describe", "recon", "--spool", spool)
+	if code != 0 || !strings.Contains(describe, "Evicted") || !strings.Contains(describe, "used by other programs") {
+		t.Errorf("describe (exit %d) does not show the eviction:\n%s", code, describe)
 	}
 	eventually(t, 60*time.Second, "the user's program at its full size", func() bool {
 		_, err := os.Stat(filepath.Join(gate, "user-full"))
