@@ -50,13 +50,14 @@ type prober struct {
 	// busy, when set, says whether the queue holds a task pending or
 	// holding a worker; while it does not, ticks probe only every
 	// idleProbeInterval. Called from the run goroutine, no lock held.
-	busy func() bool
+	busy     func() bool
+	log      zerolog.Logger
+	clock    clock.WithTicker
+	interval time.Duration
+
 	// afterUpdate, when set, is called after each snapshot handed to the
 	// governor (the evictor's step), on the run goroutine, no lock held.
 	afterUpdate func()
-	log         zerolog.Logger
-	clock       clock.WithTicker
-	interval    time.Duration
 
 	// kick asks for a probe soon; buffered(1), sends never block.
 	kick chan struct{}
