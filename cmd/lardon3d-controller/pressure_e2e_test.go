@@ -203,7 +203,7 @@ spec:
 	})
 	msg := meta.FindStatusCondition(evicted.Status.Conditions, v1alpha1.ConditionEvicted).Message
 	t.Logf("Evicted: %s", msg)
-	for _, want := range []string{"batch 0 yielded to memory pressure from outside the batches", "used by other programs", "python3 (pid " + strconv.Itoa(user.Process.Pid) + ")"} {
+	for _, want := range []string{"batch 0 yielded to memory pressure from outside the batches", "used by other programs", "largest: python3 (pid " + strconv.Itoa(user.Process.Pid) + ")"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Evicted says %q; want it to say %q", msg, want)
 		}

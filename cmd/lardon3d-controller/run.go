@@ -490,7 +490,7 @@ serves other users' spools and runs each task as the spool's owner.
 			ProvisionalBytes:    provBytes,
 			BatchPolicy:         batchPolicy,
 		}
-		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
+		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, MemoryDomain: prober.MemoryDomain, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		// The series are the machine's, every spool's tasks: kept beside the
 		// learned history, not in one spool's state directory.
 		stopHTTP, err := serveHTTP(httpOptions{metricsAddr: metricsAddr, viewAddr: httpAddr, pprof: withPprof, viewInterval: viewInterval}, m, host, filepath.Dir(historyPath), log)

@@ -12,7 +12,9 @@
 //
 // TopProcesses (top.go) lists the processes with the largest resident
 // memory, leaving out those carrying a given environment marker (the
-// batches'), for an eviction to name what took the memory.
+// batches'), in a cgroup domain (MemoryDomain: the cgroup whose limit
+// bounds the controller) or the whole machine, for an eviction to name
+// what took the memory.
 //
 // What it must never do: decide anything. It does not know about estimates,
 // reservations or margins, and it never writes a file. Missing optional

@@ -2,7 +2,11 @@ package probe
 
 import (
 	"cmp"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/procfs"
@@ -20,8 +24,10 @@ type ProcessMemory struct {
 // resident memory, largest first, leaving out those whose environment
 // holds skipEnv (a "NAME=" prefix; "" leaves none out): the controller
 // passes its batches' marker, so that what is listed is what the other
-// programs use. A process that ends while it is read is left out.
-func TopProcesses(procRoot string, n int, skipEnv string) ([]ProcessMemory, error) {
+// programs use. With domain (a cgroup directory, MemoryDomain) only the
+// processes of that cgroup and those below it count: the memory its
+// limit bounds. A process that ends while it is read is left out.
+func TopProcesses(procRoot string, n int, skipEnv, domain string) ([]ProcessMemory, error) {
 	if procRoot == "" {
 		procRoot = DefaultProcRoot
 	}
@@ -33,8 +39,15 @@ func TopProcesses(procRoot string, n int, skipEnv string) ([]ProcessMemory, erro
 	if err != nil {
 		return nil, err
 	}
+	var in map[int]bool
+	if domain != "" {
+		in = domainPIDs(domain)
+	}
 	out := make([]ProcessMemory, 0, len(procs))
 	for _, p := range procs {
+		if in != nil && !in[p.PID] {
+			continue
+		}
 		st, err := p.Stat()
 		if err != nil || st.RSS <= 0 {
 			continue // gone, or a kernel thread
@@ -50,4 +63,38 @@ func TopProcesses(procRoot string, n int, skipEnv string) ([]ProcessMemory, erro
 		return cmp.Or(cmp.Compare(b.RSS, a.RSS), cmp.Compare(a.PID, b.PID))
 	})
 	return out[:min(n, len(out))], nil
+}
+
+// domainPIDs are the processes of the cgroup dir and those below it (its
+// cgroup.procs files, v1 and v2 alike).
+func domainPIDs(dir string) map[int]bool {
+	in := map[int]bool{}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				in[pid] = true
+			}
+		}
+		return nil
+	})
+	return in
+}
+
+// MemoryDomain is the cgroup directory whose limit bounds the controller's
+// memory (the smallest limit from its cgroup up), "" when none does: the
+// whole machine is then the domain. Read at each call (a limit may be set
+// or lifted).
+func (p *Prober) MemoryDomain() string {
+	_, _, at, err := cgroupMemoryAt(p.cg.memVersion, p.cg.memDirs)
+	if err != nil {
+		return ""
+	}
+	return at
 }

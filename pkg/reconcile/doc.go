@@ -239,7 +239,8 @@
 // every spool's running batches (taking each batch adapter's mutex in
 // turn, after spoolsMu), picks one by governor.ChooseVictim and asks
 // queue.Evict, naming the largest processes outside the batches
-// (probe.TopProcesses: the machine's, not only the controller's cgroup);
+// (probe.TopProcesses, within the cgroup whose limit bounds the
+// controller, Deps.MemoryDomain, else the machine's);
 // one eviction at a time, the next once the victim is gone and
 // evictSettle (2 s) passed. lifecycle.go turns the evicted batch's end
 // into condition Evicted. The governor's soft level holds admissions.

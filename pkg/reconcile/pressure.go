@@ -101,9 +101,14 @@ func (v *evictor) step() string {
 }
 
 // topOutside names the largest programs outside the batches, as top
-// shows them (the batches' processes carry runner.BatchIDEnv).
-func topOutside() []string {
-	procs, err := probe.TopProcesses("", evictTop, runner.BatchIDEnv+"=")
+// shows them (the batches' processes carry runner.BatchIDEnv), within
+// the cgroup whose limit bounds the controller when domain names one.
+func topOutside(domain func() string) []string {
+	d := ""
+	if domain != nil {
+		d = domain()
+	}
+	procs, err := probe.TopProcesses("", evictTop, runner.BatchIDEnv+"=", d)
 	if err != nil {
 		return nil
 	}
