@@ -19,7 +19,7 @@ import (
 var batchesLong = `List every finished batch the learned history holds, one row each, like
 Slurm's sacct or GNU parallel's --joblog: its task, batch number (from 0,
 within its generation), start, elapsed time, exit code (or the reason it
-ended: MemoryExceeded, BatchTimeout, Cancelled...), items, threads, the
+ended: MemoryExceeded, BatchTimeout, Cancelled, Evicted...), items, threads, the
 memory its contract reserved, its peak (the working set where a cgroup
 measured it, else the peak resident memory) and the efficiency
 (peak ÷ reserved). Oldest first.

@@ -128,7 +128,14 @@ type budgetsDoc struct {
 	Reservations         int   `json:"reservations"`
 	MemAvailableBytes    int64 `json:"memAvailableBytes"`
 	WorkMemoryUsageBytes int64 `json:"workMemoryUsageBytes"`
-	Load                 struct {
+	// OutsideMemoryBytes is the memory programs outside the batches use;
+	// MemoryPressure none, soft (admissions wait) or hard (a batch yields),
+	// against the thresholds in force (0: off).
+	OutsideMemoryBytes      int64  `json:"outsideMemoryBytes"`
+	MemoryPressure          string `json:"memoryPressure"`
+	MemoryPressureSoftBytes int64  `json:"memoryPressureSoftBytes"`
+	MemoryPressureHardBytes int64  `json:"memoryPressureHardBytes"`
+	Load                    struct {
 		Avg1      float64  `json:"avg1"`
 		Avg5      float64  `json:"avg5"`
 		Avg15     float64  `json:"avg15"`
@@ -180,6 +187,8 @@ func newBudgetsDoc(v governor.BudgetsView, source string, stale []string) budget
 		GPUs: []gpuDoc{}, Scratch: []scratchDoc{}, StaleReservations: append([]string{}, stale...),
 		Reservations: v.Reservations, MemAvailableBytes: v.MemAvailable, WorkMemoryUsageBytes: v.WorkMemoryUsage,
 		SwapTotalBytes: v.SwapTotal, SwapFreeBytes: v.SwapFree, ZramTotalBytes: v.ZramTotal, ZramFreeBytes: v.ZramFree,
+		OutsideMemoryBytes: v.Pressure.Outside, MemoryPressure: v.Pressure.Level.String(),
+		MemoryPressureSoftBytes: v.Pressure.Soft, MemoryPressureHardBytes: v.Pressure.Hard,
 	}
 	if !v.Taken.IsZero() {
 		at := v.Taken.UTC()
@@ -268,6 +277,8 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 	}
 	fmt.Fprintf(w, "\nReservations: %d active\n", v.Reservations)
 	fmt.Fprintf(w, "Memory available (kernel): %s\n", humanBytes(v.MemAvailable))
+	fmt.Fprintf(w, "Memory used outside the batches (other programs): %s; batches measured: %s; pressure: %s (admissions wait under %s available, a batch yields under %s)\n",
+		humanBytes(v.Pressure.Outside), humanBytes(v.Pressure.Batches), v.Pressure.Level, thresholdText(v.Pressure.Soft), thresholdText(v.Pressure.Hard))
 	bound := "no bound on its wait (--cpu-gate-max-wait negative)"
 	if v.CPUGateMaxWait >= 0 {
 		bound = "waits at most " + v.CPUGateMaxWait.String() + " while none of our batches runs (--cpu-gate-max-wait)"
@@ -326,4 +337,12 @@ func printGPUDevices(w io.Writer, devs []probe.GPUDevice) {
 		}
 		fmt.Fprintf(w, "  %s %s (%s): %s; %s\n", d.ID, d.Name, d.UUID, util, procs)
 	}
+}
+
+// thresholdText is a pressure threshold for people ("off" when 0).
+func thresholdText(n int64) string {
+	if n <= 0 {
+		return "off"
+	}
+	return humanBytes(n)
 }

@@ -85,6 +85,15 @@ type budgetConfig struct {
 	Shares            map[string]float64     `json:"shares,omitempty"`
 	Accounts          map[string]string      `json:"accounts,omitempty"`
 	Quotas            map[string]quotaConfig `json:"quotas,omitempty"`
+	// MemoryPressureSoft is the available memory under which new
+	// admissions wait for the programs outside the batches (default: the
+	// memory margin; -1: off); MemoryPressureHard the one under which a
+	// batch yields (default: half the soft one; -1: off).
+	MemoryPressureSoft *resource.Quantity `json:"memoryPressureSoft,omitempty"`
+	MemoryPressureHard *resource.Quantity `json:"memoryPressureHard,omitempty"`
+	// SwapFallRate is how fast swap and zram free may fall, per second,
+	// before a batch yields (default 64Mi; -1: off).
+	SwapFallRate *resource.Quantity `json:"swapFallRate,omitempty"`
 }
 
 // fair is the part of bc that decides between people.
@@ -99,6 +108,7 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 	var (
 		configFile                        string
 		memCap, memRes                    string
+		pressSoft, pressHard, swapFall    string
 		cpusRes, ioSlots, gpuSlots, maxPa int
 		scratch                           []string
 		loadThr, ioThr, cpuThr            float64
@@ -117,6 +127,9 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 	f.Float64Var(&cpuThr, "cpu-pressure-threshold", 0, "CPU gate where the kernel has PSI: cpu some % above which new admissions wait (0: the governor's 60; negative: the CPU gate is off, the load average included)")
 	f.DurationVar(&cpuMaxWait, "cpu-gate-max-wait", 0, "longest the CPU gate holds a batch while none of ours runs; then it is admitted however busy the CPU (0: the governor's 30s; negative: no bound)")
 	f.Float64Var(&ioThr, "io-pressure-threshold", 0, "PSI io some avg10 % above which IO-heavy admissions wait (0: the governor's 40; negative: never)")
+	f.StringVar(&pressSoft, "memory-pressure-soft", "", "available memory under which new admissions wait, the programs outside the batches pressing (default: the memory margin, max(512Mi, 5%); -1: off)")
+	f.StringVar(&pressHard, "memory-pressure-hard", "", "available memory under which one batch yields (is evicted) to the programs outside the batches (default: half the soft threshold; -1: off)")
+	f.StringVar(&swapFall, "swap-fall-rate", "", "swap and zram free falling this fast per second makes one batch yield (default 64Mi; -1: off)")
 	return func() (budgetConfig, error) {
 		var bc budgetConfig
 		if configFile != "" {
@@ -145,6 +158,14 @@ func budgetFlags(cmd *cobra.Command) func() (budgetConfig, error) {
 		}
 		if err := qty("memory-reserved", memRes, &bc.MemoryReserved); err != nil {
 			return bc, err
+		}
+		for _, p := range []struct {
+			flag, v string
+			into    **resource.Quantity
+		}{{"memory-pressure-soft", pressSoft, &bc.MemoryPressureSoft}, {"memory-pressure-hard", pressHard, &bc.MemoryPressureHard}, {"swap-fall-rate", swapFall, &bc.SwapFallRate}} {
+			if err := qty(p.flag, p.v, p.into); err != nil {
+				return bc, err
+			}
 		}
 		for flag, pair := range map[string]struct {
 			v    int
@@ -258,6 +279,14 @@ func (bc budgetConfig) governorConfig() governor.Config {
 	}
 	if bc.CPUGateMaxWait != nil {
 		cfg.CPUGateMaxWait = bc.CPUGateMaxWait.Duration
+	}
+	for _, p := range []struct {
+		q    *resource.Quantity
+		into *int64
+	}{{bc.MemoryPressureSoft, &cfg.MemoryPressureSoft}, {bc.MemoryPressureHard, &cfg.MemoryPressureHard}, {bc.SwapFallRate, &cfg.SwapFallRate}} {
+		if p.q != nil {
+			*p.into = p.q.Value()
+		}
 	}
 	return cfg
 }
@@ -457,6 +486,11 @@ serves other users' spools and runs each task as the spool's owner.
 				log.Warn().Err(err).Msg("processes that leave their batch's process group and lose their parent are not re-parented to the controller")
 			}
 		}
+		// Behind the user's programs for the kernel's OOM killer, where
+		// it may be (the batches run ahead of them: runner.BatchOOMScoreAdj).
+		if adj, err := runner.LowerOwnOOMScoreAdj(); err != nil {
+			log.Info().Err(err).Int("oomScoreAdj", adj).Msg("the controller keeps its oom_score_adj (lowering it needs CAP_SYS_RESOURCE); batches still run ahead of every other program")
+		}
 		for _, w := range bc.warnings() {
 			log.Warn().Msg(w)
 		}
@@ -488,7 +522,7 @@ serves other users' spools and runs each task as the spool's owner.
 			BatchPolicy:         batchPolicy,
 		}
 		cfg.PriorityClasses, cfg.DefaultPriority = bc.PriorityClasses, defPrio
-		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
+		host := reconcile.NewHost(cfg, reconcile.Deps{Governor: gov, Snapshot: prober.Snapshot, GPUMemory: prober, MemoryDomain: prober.MemoryDomain, Scratch: leases, Cgroups: cgroups, Metrics: m, Logger: log})
 		m.WatchAccounts(func() []metrics.AccountSample { return accountSamples(host.Shares()) })
 		// The series are the machine's, every spool's tasks: kept beside the
 		// learned history, not in one spool's state directory.

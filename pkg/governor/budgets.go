@@ -57,6 +57,9 @@ type BudgetsView struct {
 	// MemAvailable is the available memory used by the rule (bounded by the
 	// cgroup); WorkMemoryUsage the snapshot's measure of our running work.
 	MemAvailable, WorkMemoryUsage int64
+	// Pressure is the memory used outside the batches and the pressure
+	// it makes (pressure.go).
+	Pressure MemoryPressure
 	// CPU in threads: Capacity the usable CPUs, Margin those reserved.
 	CPU BudgetState
 	// IOSlots and GPUSlots.
@@ -103,7 +106,7 @@ func (g *Governor) Budgets() BudgetsView {
 	v := BudgetsView{
 		Closed: g.mu.closed, HaveSnapshot: g.mu.haveSnap,
 		Generation: g.mu.generation, Taken: s.Taken,
-		MemAvailable: g.mu.memAvailable, WorkMemoryUsage: s.WorkMemoryUsage,
+		MemAvailable: g.mu.memAvailable, WorkMemoryUsage: s.WorkMemoryUsage, Pressure: g.mu.pressure.state,
 		Memory: BudgetState{
 			Capacity: g.mu.memCapacity, Margin: g.mu.memMargin,
 			Reserved: g.mu.memReserved, Free: max(g.lockedMemFree(), 0),

@@ -96,6 +96,17 @@ type Config struct {
 	// IOPressureThreshold is the PSI io "some avg10" percentage above which
 	// admissions holding IO slots wait (0: 40; negative: disabled).
 	IOPressureThreshold float64
+	// MemoryPressureSoft is the available memory under which new
+	// admissions wait, memory pressure from outside the batches (0: the
+	// system margin, max(512Mi, 5% of the capacity); negative: off).
+	MemoryPressureSoft int64
+	// MemoryPressureHard is the available memory under which one batch
+	// yields (Pressure says PressureHard; 0: half the soft threshold;
+	// negative: off).
+	MemoryPressureHard int64
+	// SwapFallRate is how fast, in bytes per second, swap and zram free
+	// may fall before one batch yields (0: 64Mi/s; negative: off).
+	SwapFallRate int64
 	// Hysteresis is how long a deferring signal must stay at or below its
 	// threshold before admissions resume (0: 10s; negative: none).
 	Hysteresis time.Duration

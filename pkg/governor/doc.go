@@ -74,7 +74,15 @@
 //     desktop policy and GNU parallel's --load do; the next demand after
 //     the last release waits the bound again). Decide reads the bound and
 //     never starts it. PSI io some avg10 above IOPressureThreshold for
-//     demands holding IO slots (IOPressure). A deferral ends only after
+//     demands holding IO slots (IOPressure). Memory pressure from outside
+//     the batches (pressure.go): available memory under
+//     MemoryPressureSoft (default the margin) holds every demand
+//     (MemoryPressure, with the memory the other programs use:
+//     capacity − available − WorkMemoryUsage); Pressure tells the caller
+//     PressureHard under MemoryPressureHard (default half the soft one)
+//     or with swap falling faster than SwapFallRate, and ChooseVictim
+//     is the one rule for the batch to evict (the governor evicts
+//     nothing itself). A deferral ends only after
 //     its signal stayed at or below the threshold for Config.Hysteresis,
 //     measured on the injected clock from the first snapshot back below.
 //  4. Slots and scratch (NoIOSlot, NoGPUSlot, NoScratch; ScratchUnknown when

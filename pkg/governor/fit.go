@@ -188,6 +188,11 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 		}
 		return wait(ReasonLoadHigh, BudgetLoad, 0, 0, 0)
 	}
+	if g.lockedPressureDeferred(now) {
+		ps := &g.mu.pressure.state
+		d.Threshold, d.MaxWait = float64(ps.Soft), g.cfg.Hysteresis
+		return wait(ReasonMemoryPressure, BudgetMemoryPressure, ps.Outside, ps.Available, 0)
+	}
 	if ioDeferred := g.mu.io.check(now, g.cfg.Hysteresis); ioDeferred && e.IOSlots > 0 {
 		d.Signal, d.Threshold = g.mu.io.value, g.mu.io.threshold
 		return wait(ReasonIOPressure, BudgetIOPSI, 0, 0, 0)

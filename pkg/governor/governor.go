@@ -222,6 +222,8 @@ type Governor struct {
 		gateHeldSince time.Time
 		// deferred: a deferral was active after the last Update.
 		deferred bool
+		// pressure judges the memory outside the batches (pressure.go).
+		pressure pressureState
 	}
 }
 
@@ -327,11 +329,13 @@ func (g *Governor) Update(s Snapshot) (freed bool) {
 		g.mu.gateHeldSince = time.Time{}
 	}
 
+	g.lockedObservePressure(now)
+
 	if changed {
 		g.lockedBump()
 	}
 	after := g.lockedHeadroom()
-	after.deferred = g.mu.load.check(now, g.cfg.Hysteresis) || g.mu.io.check(now, g.cfg.Hysteresis)
+	after.deferred = g.mu.load.check(now, g.cfg.Hysteresis) || g.mu.io.check(now, g.cfg.Hysteresis) || g.lockedPressureDeferred(now)
 	g.mu.deferred = after.deferred
 	return had && after.freedSince(before, max(64<<20, g.mu.memCapacity/100))
 }

@@ -83,6 +83,8 @@ func (d Decision) Message() string {
 		}
 		b = append(b, ", "...)
 		b = appendBytes(b, d.Need)
+	case ReasonMemoryPressure:
+		b = appendPressure(b, d)
 	case ReasonInsufficientMemory, ReasonInsufficientGPUMemory:
 		b = append(b, "needs "...)
 		b = appendBytes(b, d.Need)

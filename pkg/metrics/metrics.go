@@ -33,6 +33,7 @@ type Metrics struct {
 	statusWrites  *prometheus.HistogramVec
 	listings      *prometheus.HistogramVec
 	refused       *prometheus.CounterVec
+	evictions     prometheus.Counter
 	ready         atomic.Bool
 }
 
@@ -74,6 +75,8 @@ func New(src BudgetSource) *Metrics {
 		Help: "Phase transitions the phase table forbids, refused by the controller (each one is a bug).",
 	}, []string{"from", "to"})
 	m.registry.MustRegister(m.refused)
+	m.evictions = newEvictions()
+	m.registry.MustRegister(m.evictions)
 	m.registry.MustRegister(m.decisions, m.tasks, m.batchDuration, m.batchPeak, m.statusWrites, m.listings,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if src != nil {
@@ -188,7 +191,7 @@ func newBudgetCollector(src BudgetSource) *budgetCollector {
 
 // Describe sends every descriptor.
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.capacity, c.margin, c.reserved, c.free, c.reservations, c.generation, c.deferred} {
+	for _, d := range []*prometheus.Desc{c.capacity, c.margin, c.reserved, c.free, c.reservations, c.generation, c.deferred, outsideDesc} {
 		ch <- d
 	}
 }
@@ -218,6 +221,8 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.generation, prometheus.GaugeValue, float64(v.Generation))
 	ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, boolGauge(v.LoadDeferred), "load")
 	ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, boolGauge(v.IODeferred), "io_pressure")
+	ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, boolGauge(v.Pressure.Level != governor.PressureNone), "memory_pressure")
+	ch <- prometheus.MustNewConstMetric(outsideDesc, prometheus.GaugeValue, float64(v.Pressure.Outside))
 }
 
 func boolGauge(b bool) float64 {

@@ -231,31 +231,37 @@ func isDir(p string) bool {
 // cgroupMemory reads the smallest memory limit along dirs and the usage of
 // the cgroup carrying it; (0, 0) when no level has a limit.
 func cgroupMemory(version cgroupVersion, dirs []string) (limit, usage int64, err error) {
+	limit, usage, _, err = cgroupMemoryAt(version, dirs)
+	return limit, usage, err
+}
+
+// cgroupMemoryAt is cgroupMemory with the directory carrying the limit
+// ("" when none).
+func cgroupMemoryAt(version cgroupVersion, dirs []string) (limit, usage int64, at string, err error) {
 	limitFile, usageFile := "memory.max", "memory.current"
 	if version == cgroupV1 {
 		limitFile, usageFile = "memory.limit_in_bytes", "memory.usage_in_bytes"
 	}
-	var at string
 	for _, d := range dirs {
 		l, err := readFileWith(filepath.Join(d, limitFile), parseCgroupBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, "", err
 		}
 		if l > 0 && (limit == 0 || l < limit) {
 			limit, at = l, d
 		}
 	}
 	if limit == 0 {
-		return 0, 0, nil
+		return 0, 0, "", nil
 	}
 	usage, err = readFileWith(filepath.Join(at, usageFile), parseCgroupBytes)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
-	return limit, usage, nil
+	return limit, usage, at, nil
 }
 
 // cgroupCPUQuota reads the smallest CPU quota (in cores) along dirs; 0 when none.

@@ -10,6 +10,12 @@
 // package parses itself has a pure parseX(io.Reader) function; meminfo,
 // loadavg, PSI and swaps go through github.com/prometheus/procfs.
 //
+// TopProcesses (top.go) lists the processes with the largest resident
+// memory, leaving out those carrying a given environment marker (the
+// batches'), in a cgroup domain (MemoryDomain: the cgroup whose limit
+// bounds the controller) or the whole machine, for an eviction to name
+// what took the memory.
+//
 // What it must never do: decide anything. It does not know about estimates,
 // reservations or margins, and it never writes a file. Missing optional
 // sources are not errors: a kernel without PSI gives PSI.Available=false, no

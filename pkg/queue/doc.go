@@ -119,6 +119,14 @@
 //     Learner.Observe; a task not in strict mode gets its estimate from
 //     Learner.Estimate at every admission. The Learner is called with the queue's mutex held (lock
 //     order: queue, then Learner, then governor) and never calls back.
+//   - Evictions (evict.go): Evict(task, batch, reason, message) kills the
+//     running batch (RunningBatch's Kill when it has one, else Cancel) and
+//     ends it with the reason whatever the kill made of it; the task goes
+//     Pending, released, with its committed progress, no retry spent, no
+//     kill counted, its batch cap untouched, and takes a sequence break
+//     after RetryDelay of the generation's evictions. The Learner is handed
+//     the batch with that reason. A batch that ended before the kill keeps
+//     its result. Preemption may reuse it with its own reason.
 //
 // # What it never does
 //

@@ -131,6 +131,12 @@ type entry struct {
 	cancel context.CancelFunc
 	// ctl wakes the worker (pause, resume, cancel); buffered(1).
 	ctl chan struct{}
+	// inBatch is the batch running now (nil between batches); evict an
+	// eviction asked for it (evict.go); evictions counts those of this
+	// generation (the backoff).
+	inBatch   *Batch
+	evict     *evictNote
+	evictions int
 }
 
 // Queue orders tasks, asks the governor for each, and runs the admitted ones

@@ -32,6 +32,9 @@ const (
 	outCancelled
 	// outDrained: the queue drains; the task was left Pending, released.
 	outDrained
+	// outEvicted: the batch yielded (evict.go); the task is Pending,
+	// released, until the backoff fires, then takes a sequence break.
+	outEvicted
 )
 
 // work is the worker of one admitted task. It owns the task's batches from
@@ -89,7 +92,13 @@ func (q *Queue) work(e *entry) {
 			continue
 		}
 		unprepared = 0
+		q.mu.Lock()
+		e.inBatch = &b
+		q.mu.Unlock()
 		res, cancelled := q.awaitBatch(e, rb)
+		q.mu.Lock()
+		e.inBatch = nil
+		q.mu.Unlock()
 		if cancelled {
 			q.finishCancelled(e)
 			return
@@ -100,6 +109,17 @@ func (q *Queue) work(e *entry) {
 		case outStop:
 			return
 		case outRetry:
+			continue
+		case outEvicted:
+			ok := q.sleep(e, backoff)
+			backoff = nil
+			if !ok {
+				q.finishCancelled(e)
+				return
+			}
+			if !q.nextContract(e) {
+				return
+			}
 			continue
 		case outNext:
 			attempt, failures = 1, 0
@@ -303,7 +323,18 @@ func (q *Queue) awaitBatch(e *entry, rb RunningBatch) (BatchResult, bool) {
 		q.mu.Lock()
 		cancelled := e.ctx.Err() != nil
 		want := e.task.Paused
+		evicted := e.evict != nil
+		if evicted {
+			e.evict.killed = true
+		}
 		q.mu.Unlock()
+		if evicted && !cancelled {
+			if applied {
+				_ = rb.Resume() // a stopped group must run to die
+			}
+			stopEvicted(rb)
+			return <-done, false
+		}
 		if cancelled {
 			if applied {
 				// Let a stopped group see its SIGTERM.
@@ -352,6 +383,10 @@ func (q *Queue) awaitBatch(e *entry, rb RunningBatch) (BatchResult, bool) {
 func (q *Queue) endBatch(e *entry, b Batch, res BatchResult, attempt, failures *int) (outcome, clock.Timer) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if e.evict != nil && e.evict.killed {
+		return q.lockedEvicted(e, b, res)
+	}
+	e.evict = nil // the batch ended before it could be made to yield
 	if q.learn != nil {
 		q.learn.Observe(&e.task, b, res)
 	}

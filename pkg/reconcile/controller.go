@@ -53,6 +53,10 @@ type Deps struct {
 	// probe): a batch that reserved GPU memory is held to it
 	// (runner.Spec.GPUMemory). Nil holds no batch to its GPU memory.
 	GPUMemory runner.GPUMemoryReader
+	// MemoryDomain, optional, names the cgroup whose memory limit bounds
+	// the controller (probe.Prober.MemoryDomain; "" or nil: the machine):
+	// an eviction names the largest programs in it.
+	MemoryDomain func() string
 	// Executor, optional, runs the batches; nil runs them as processes
 	// of this machine (runner.Processes). The node agent's runs each as
 	// a Pod (podrunner.Pods).

@@ -247,6 +247,17 @@
 // rejected for hardware is handed to the queue with its reason and its
 // items (hardware.go), so the outcome does not depend on a restart.
 //
+// Memory pressure (pressure.go). After each snapshot the prober runs the
+// evictor's step on its own goroutine: at governor.PressureHard it lists
+// every spool's running batches (taking each batch adapter's mutex in
+// turn, after spoolsMu), picks one by governor.ChooseVictim and asks
+// queue.Evict, naming the largest processes outside the batches
+// (probe.TopProcesses, within the cgroup whose limit bounds the
+// controller, Deps.MemoryDomain, else the machine's);
+// one eviction at a time, the next once the victim is gone and
+// evictSettle (2 s) passed. lifecycle.go turns the evicted batch's end
+// into condition Evicted. The governor's soft level holds admissions.
+//
 // Scratch leases. The governor names a lease's directory; the batch adapter
 // creates it (package scratch) before the batch starts, the machine hands it
 // for removal when the reservation is released, and Run removes what a

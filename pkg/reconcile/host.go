@@ -130,6 +130,11 @@ func NewHost(cfg Config, deps Deps) *Host {
 	qcfg.LargestBatches = cfg.BatchPolicy == BatchLargest
 	h.queue = queue.New(qcfg, adm, batchRouter{h}, observerFunc(h.observe), queue.WithLearner(l))
 	h.prober.busy = h.queue.Busy
+	ev := &evictor{gov: deps.Governor, candidates: h.evictionCandidates, evict: h.queue.Evict, top: func() []string { return topOutside(deps.MemoryDomain) }, log: deps.Logger, now: time.Now}
+	if m, ok := h.metrics.(interface{ ObserveEviction() }); ok {
+		ev.observed = m.ObserveEviction
+	}
+	h.prober.afterUpdate = func() { ev.step() }
 	return h
 }
 

@@ -293,6 +293,10 @@ func projectEvent(st *v1alpha1.TaskStatus, ev queue.Event, strict bool, advice e
 		}
 		st.LastBatch = lb
 		st.ProcessGroup = nil
+		if r.Reason == v1alpha1.ReasonEvicted {
+			// Not the task's doing: its estimate and retries are untouched.
+			setCond(v1alpha1.ConditionEvicted, metav1.ConditionTrue, v1alpha1.ReasonEvicted, r.Message)
+		}
 		if r.Reason == v1alpha1.ReasonMemoryExceeded && !strict {
 			setCond(v1alpha1.ConditionEstimateLow, metav1.ConditionTrue, v1alpha1.ReasonMemoryExceeded, advice.estimateLowMessage(b, r))
 		} else if r.Reason == v1alpha1.ReasonGPUMemoryExceeded && !strict {

@@ -55,6 +55,10 @@ type prober struct {
 	clock    clock.WithTicker
 	interval time.Duration
 
+	// afterUpdate, when set, is called after each snapshot handed to the
+	// governor (the evictor's step), on the run goroutine, no lock held.
+	afterUpdate func()
+
 	// kick asks for a probe soon; buffered(1), sends never block.
 	kick chan struct{}
 
@@ -216,6 +220,9 @@ func (p *prober) probeOnce() {
 	}
 	if p.gov.Update(s) && p.freed != nil {
 		p.freed()
+	}
+	if p.afterUpdate != nil {
+		p.afterUpdate()
 	}
 }
 

@@ -58,6 +58,14 @@
 //     scratch directory and the working directory are the caller's to make
 //     usable by the user. Everything the runner does to the batch
 //     (signals, cgroup, freezer, procfs reads) it does as root;
+//   - the batch's place in the kernel's OOM order (oom.go): every process
+//     of the batch gets oom_score_adj BatchOOMScoreAdj (1000, ahead of
+//     any program at 0 whatever its size), the leader as soon as Start
+//     has it, each process found at a sample that was not yet raised (one
+//     forked in between holds the controller's value until then: Go runs
+//     no code in the child between fork and exec); the controller lowers
+//     its own to ControllerOOMScoreAdj (−500) where it holds
+//     CAP_SYS_RESOURCE (LowerOwnOOMScoreAdj);
 //   - the process group: Setpgid, a parent-death SIGKILL on the leader, the
 //     CPU affinity of Spec.CPUs (set on the forking thread so the child is
 //     bound from its first instruction; when the kernel refuses, the batch

@@ -58,6 +58,8 @@ type Batch struct {
 	rss        atomic.Int64
 	cancelOnce sync.Once
 	cancelCh   chan struct{} // closed by Cancel
+	killCh     chan struct{} // closed by Kill
+	killOnce   sync.Once
 	wake       chan struct{} // buffered(1): the pause state changed
 	ended      chan struct{} // closed once result is set
 	done       chan struct{} // closed once the cgroup is handed back too
@@ -115,7 +117,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	}
 	b := &Batch{
 		spec: s, fs: fs, out: out, itemsFile: itemsFile, runAs: runAs, lastCount: -1,
-		cancelCh: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}), done: make(chan struct{}),
+		cancelCh: make(chan struct{}), killCh: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}), done: make(chan struct{}),
 	}
 	b.logf("=== batch %d items %s threads %d memory %s attempt %d at %s ===",
 		s.BatchIndex, itemRange(s), s.Threads, memoryText(s.MemoryLimit), s.Attempt,
@@ -246,6 +248,11 @@ func (b *Batch) start(output *os.File) error {
 	b.cmd = cmd
 	b.started = time.Now()
 	pid := cmd.Process.Pid
+	// Ahead of the user's programs for the kernel's OOM killer (see
+	// BatchOOMScoreAdj); its children inherit it from now on.
+	if err := SetOOMScoreAdj("/proc", pid, BatchOOMScoreAdj); err != nil {
+		b.logf("=== batch %d: %v ===", s.BatchIndex, err)
+	}
 	b.group = ProcessGroup{PGID: pid, BootID: bootID()}
 	if b.cg != nil {
 		ref := b.cg.Ref()
@@ -542,7 +549,7 @@ func (b *Batch) supervise(ctx context.Context, leaderExited <-chan struct{}) {
 	armTimeout()
 	ticker := time.NewTicker(s.SampleInterval)
 	defer ticker.Stop()
-	ctxDone, cancelCh := ctx.Done(), b.cancelCh
+	ctxDone, cancelCh, killCh := ctx.Done(), b.cancelCh, b.killCh
 	if b.cg == nil {
 		// The first scan marks the processes outside the group. A cgroup
 		// needs no reading at the start: the kernel's peak covers it.
@@ -565,6 +572,10 @@ loop:
 			cancelCh = nil
 			setReason(ReasonCancelled, "cancelled")
 			terminate()
+		case <-killCh:
+			killCh = nil
+			setReason(ReasonCancelled, "killed")
+			killAll()
 		case <-ctxDone:
 			ctxDone = nil
 			setReason(ReasonCancelled, fmt.Sprintf("cancelled: %v", context.Cause(ctx)))
@@ -754,6 +765,9 @@ type meter struct {
 	cpu            time.Duration
 	// members are the cgroup's live processes at the last sample.
 	members []int
+	// oomRaised are the processes given BatchOOMScoreAdj (raiseOOM).
+	oomRaised  map[int]bool
+	oomErrSeen bool
 }
 
 func newMeter(b *Batch) *meter {
@@ -778,6 +792,7 @@ func (m *meter) sample() int {
 		m.peak = max(m.peak, rss)
 		m.peakWorkingSet = m.peak
 		m.b.rss.Store(rss)
+		m.raiseOOM()
 		return live
 	}
 	ms, err := m.b.cg.Memory()
@@ -793,6 +808,7 @@ func (m *meter) sample() int {
 		return -1
 	}
 	m.members = live
+	m.raiseOOM()
 	return len(live)
 }
 
@@ -1012,6 +1028,13 @@ func (b *Batch) Resume() error {
 // after the end, does nothing.
 func (b *Batch) Cancel() {
 	b.cancelOnce.Do(func() { close(b.cancelCh) })
+}
+
+// Kill ends the batch at once: SIGKILL to every process of its cgroup
+// and group (a frozen cgroup thawed), with no grace, as an eviction
+// needs when the memory runs out. It returns at once; Wait tells the end.
+func (b *Batch) Kill() {
+	b.killOnce.Do(func() { close(b.killCh) })
 }
 
 // Wait blocks until the leader has exited and no live process of the group

@@ -176,6 +176,9 @@ const (
 	OutcomeSucceeded = "Succeeded"
 	OutcomeMemory    = "MemoryExceeded"
 	OutcomeFailed    = "Failed"
+	// OutcomeEvicted: the batch yielded its memory to programs outside
+	// the batches (not a failure; its items ran again).
+	OutcomeEvicted = "Evicted"
 )
 
 // BatchView is one batch of the timeline.
@@ -195,7 +198,7 @@ type BatchView struct {
 	Threads       int   `json:"threads"`
 	ReservedBytes int64 `json:"reservedBytes"`
 	PeakBytes     int64 `json:"peakBytes"`
-	// Outcome: Running, Succeeded, MemoryExceeded or Failed; ExitCode and
+	// Outcome: Running, Succeeded, MemoryExceeded, Evicted or Failed; ExitCode and
 	// Reason say more.
 	Outcome  string `json:"outcome"`
 	ExitCode int    `json:"exitCode"`
@@ -208,6 +211,8 @@ func outcomeOf(b *reconcile.BatchRow) string {
 	case b.KilledForMemory || b.Reason == v1alpha1.ReasonMemoryExceeded || b.Reason == v1alpha1.ReasonGPUMemoryExceeded:
 		// A GPU memory kill is drawn as a memory kill; its reason says which.
 		return OutcomeMemory
+	case b.Reason == v1alpha1.ReasonEvicted:
+		return OutcomeEvicted
 	case b.ExitCode == 0 && b.Reason == "":
 		return OutcomeSucceeded
 	default:

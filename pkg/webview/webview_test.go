@@ -312,6 +312,7 @@ func TestOutcomeOf(t *testing.T) {
 		{reconcile.BatchRow{ExitCode: -1, Reason: "MemoryExceeded"}, OutcomeMemory},
 		{reconcile.BatchRow{ExitCode: -1, Reason: "GPUMemoryExceeded"}, OutcomeMemory},
 		{reconcile.BatchRow{ExitCode: 3}, OutcomeFailed},
+		{reconcile.BatchRow{ExitCode: -1, Reason: "Evicted"}, OutcomeEvicted},
 		{reconcile.BatchRow{ExitCode: -1, Reason: "BatchTimeout"}, OutcomeFailed},
 	} {
 		if got := outcomeOf(&c.row); got != c.want {

@@ -498,6 +498,11 @@ const (
 	// message says by how much the estimate was low and suggests a
 	// resources block.
 	ConditionEstimateLow = "EstimateTooLow"
+	// ConditionEvicted is True once a batch of the task yielded its
+	// memory to programs outside the batches: the message names them and
+	// the numbers. It is not a failure: no retry is spent, the estimate
+	// is unchanged.
+	ConditionEvicted = "Evicted"
 )
 
 // Condition reasons that are not governor reasons.
@@ -520,6 +525,10 @@ const (
 	ReasonSpecChangePending = "SpecChangePending"
 	ReasonDependencyRerun   = "DependencyRerun"
 	ReasonPaused            = "Paused"
+	// ReasonEvicted: the batch was killed by the controller to give the
+	// memory back to programs outside the batches (memory pressure); the
+	// task is Pending again with its committed progress.
+	ReasonEvicted = "Evicted"
 	// ReasonAllDone is DependenciesReady=True's: every dependency is Done.
 	ReasonAllDone = "AllDone"
 )

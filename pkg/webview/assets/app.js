@@ -191,7 +191,7 @@
   function outcomeLegend() {
     const item = (cls, text) => el("span", {}, el("i", { style: "background: var(--" + cls + ")" }), text);
     return el("p", { class: "legend" }, item("ok", "succeeded"), item("mem", "killed for memory"), item("fail", "failed"),
-      item("run", "running"), el("span", { text: "dashed outline: a retry (attempt > 1)" }));
+      item("evict", "yielded to other programs (evicted)"), item("run", "running"), el("span", { text: "dashed outline: a retry (attempt > 1)" }));
   }
 
   function gantt(batches, now, width) {
@@ -231,7 +231,7 @@
         class: "batch " + b.outcome + (b.attempt > 1 ? " retry" : ""), x: bx, y, width: bw, height: rowH - 6, rx: 2,
         "data-task": b.task, "data-batch": b.batch, "data-generation": b.generation, "data-attempt": b.attempt, "data-outcome": b.outcome,
       }, svgEl("title", { text: title })));
-      const mark = (b.outcome === "MemoryExceeded" ? "✕ " : "") + (b.attempt > 1 ? "↻ " : "") + "#" + b.batch + " ×" + b.items;
+      const mark = (b.outcome === "MemoryExceeded" ? "✕ " : b.outcome === "Evicted" ? "⇣ " : "") + (b.attempt > 1 ? "↻ " : "") + "#" + b.batch + " ×" + b.items;
       if (bw > 40) g.append(svgEl("text", { x: bx + 3, y: y + 13, fill: "#fff", style: "fill: #fff; pointer-events: none", text: mark }));
       svg.append(g);
     }
