@@ -46,7 +46,7 @@ func TestTaskPageReadsTheLogFromTheStateDirectoryOnly(t *testing.T) {
 		h.tasks = append(h.tasks, reconcile.TaskView{Spool: spool, File: name + ".yaml", StateDir: state,
 			Row: listing.Row{Name: name, Phase: v1alpha1.PhaseDone}})
 	}
-	srv := httptest.NewServer(newTestView(h))
+	srv := httptest.NewServer(As(Viewer{UID: uint32(os.Getuid())}, newTestView(h)))
 	defer srv.Close()
 	page := func(name string) TaskAnswer {
 		t.Helper()
