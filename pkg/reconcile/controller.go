@@ -108,6 +108,8 @@ type Controller struct {
 	runAs *runner.User
 	// started is set once the host started the loop (Host.spoolsMu).
 	started bool
+	// leave is its part in Host.Leave (leave.go).
+	leave leaveState
 	// stopSpool ends the spool's watcher; spoolErr is its result.
 	stopSpool func()
 	spoolErr  chan error
@@ -262,6 +264,9 @@ func (c *Controller) loop(ctx context.Context) error {
 		if c.statusWritten {
 			c.statusWritten = false
 			c.countPhases(now, false)
+		}
+		if c.leave.leaving {
+			return errLeft
 		}
 		if c.host.cfg.ExitWhenDone {
 			c.host.noteSettled(c.idx, c.synced && c.filesSettled() && c.settled(), len(c.tasks.entries)+len(c.tasks.invalid))
