@@ -28,11 +28,12 @@ build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -tags lardon3d_node -o $(BIN)/lardon3d-controller-node ./cmd/lardon3d-controller
 
 ## run: run the example pipeline in a fresh spool until every task is Done
+## (through the controller already running on this machine, when one does)
 run: build
 	@spool=$${SPOOL:-$$(mktemp -d -t lardon3d-spool.XXXXXX)}; \
 	chmod 700 "$$spool" && cp examples/tasks/*.yaml "$$spool"/ && \
 	echo "spool: $$spool" && \
-	PATH="$(BIN):$$PATH" $(BIN)/lardon3d-controller run --spool "$$spool" --exit-when-done
+	PATH="$(BIN):$$PATH" $(BIN)/lardon3d-controller run --spool "$$spool" --exit-when-done --join-running
 
 ## test: vet, format check, the race-enabled test suite (deterministic: fuzz seed corpora, fixed seeds)
 ## (vet builds as build does, without cgo: the two share their compiled packages)

@@ -127,6 +127,8 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newEstimatesCommand(g),
 		newBatchesCommand(g),
 		newNodeCommand(g),
+		newExecCommand(),
+		newSpoolCommand(),
 	)
 	addCompletion(root, g)
 	return root

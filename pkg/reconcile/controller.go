@@ -181,6 +181,9 @@ func (c *Controller) prepare(sweep bool) error {
 	if err != nil {
 		return err
 	}
+	if want := c.cfg.SpoolOwner; want != nil && os.Geteuid() == 0 && (runAs == nil && *want != 0 || runAs != nil && runAs.UID != *want) {
+		return fmt.Errorf("spool %s: its directory changed owner since it was checked (want uid %d)", c.cfg.SpoolDir, *want)
+	}
 	c.runAs = runAs
 	killLeftovers(c.cfg.StateDir, c.batches.cgroups, sweep, c.log)
 	c.batches.journal = newGroupJournal(filepath.Join(c.cfg.StateDir, "run"))
