@@ -32,8 +32,8 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 		stateDir := g.stateDir()
 		w := cmd.OutOrStdout()
 		// The running controller's governor itself, with its holds.
-		if r, pid, ok := controlBudgets(); ok {
-			return printBudgets(w, *r.Budgets, output, fmt.Sprintf("live, from the controller running on this machine (PID %d)", pid), nil, r.Holds...)
+		if r, pid, ok := controlBudgets(g.spool, g.stateDirFlag); ok {
+			return printBudgets(w, *r.Budgets, output, fmt.Sprintf("live, from the controller running on %s (PID %d, its control socket)", g.spool, pid), nil, r.Holds...)
 		}
 		// A running controller publishes its live view; use it when fresh.
 		if view, at, err := reconcile.ReadBudgets(stateDir); err == nil && time.Since(at) < 10*time.Second {

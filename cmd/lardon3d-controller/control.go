@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -72,6 +73,11 @@ func (b controlBackend) AddSpool(p control.Peer, dir *os.File, path string) (str
 	}
 	if err := sameDir(path, &st); err != nil {
 		return "", err
+	}
+	select {
+	case <-b.host.Started():
+	case <-time.After(time.Minute):
+		return "", errors.New("the controller is still starting: try again")
 	}
 	return b.served.addRequested(path, &st, p.UID)
 }

@@ -84,7 +84,7 @@ tasks, status included: the task itself for a single name, else a list,
 			}
 			_, _ = io.WriteString(cmd.OutOrStdout(), out) // fmt would copy it whole first
 			if l.served && len(args) == 0 && o.selector == "" && (o.output == "" || o.output == "wide") {
-				if r, _, ok := controlBudgets(); ok {
+				if r, _, ok := controlBudgets(g.spool, g.stateDirFlag); ok {
 					printHolds(cmd.OutOrStdout(), r.Holds) // beside the tasks, sharing their memory
 				}
 			}

@@ -8,13 +8,23 @@ import (
 
 	"github.com/lardon3d/lardon3d-controller/pkg/control"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
+	"github.com/lardon3d/lardon3d-controller/pkg/registry"
 )
 
-// controlBudgets asks the running controller (control.Find) for its
-// budgets and holds; ok is false when none answers.
-func controlBudgets() (r control.Reply, pid int, ok bool) {
-	t, err := control.Find()
-	if err != nil {
+// controlBudgets asks the controller serving spool, over its control
+// socket, for its budgets and holds; ok is false when none answers (or
+// the verb was pointed at another state directory: the file published
+// there is what it reads).
+func controlBudgets(spool, stateDirFlag string) (r control.Reply, pid int, ok bool) {
+	if stateDirFlag != "" {
+		return r, 0, false
+	}
+	claim, serving, _ := registry.Serving(spool)
+	if !serving {
+		return r, 0, false
+	}
+	t, found := control.TargetOf(claim)
+	if !found {
 		return r, 0, false
 	}
 	conn, err := control.Dial(t)

@@ -42,12 +42,8 @@ func Find() (Target, error) {
 		if c.UID != 0 && c.UID != me {
 			continue
 		}
-		for _, dir := range registry.Dirs() {
-			p := SocketPath(dir, c.PID)
-			if st, serr := os.Lstat(p); serr == nil && st.Mode().Type() == fs.ModeSocket {
-				found = append(found, Target{Claim: c, Socket: p})
-				break
-			}
+		if t, ok := TargetOf(c); ok {
+			found = append(found, t)
 		}
 	}
 	if len(found) == 0 {
@@ -67,6 +63,18 @@ func Find() (Target, error) {
 		return a.Claim.Started.Compare(b.Claim.Started)
 	})
 	return found[0], nil
+}
+
+// TargetOf is the control socket of a live claim, if its controller has
+// one in a registry directory.
+func TargetOf(c registry.Claim) (Target, bool) {
+	for _, dir := range registry.Dirs() {
+		p := SocketPath(dir, c.PID)
+		if st, err := os.Lstat(p); err == nil && st.Mode().Type() == fs.ModeSocket {
+			return Target{Claim: c, Socket: p}, true
+		}
+	}
+	return Target{}, false
 }
 
 // Conn is one request's connection.

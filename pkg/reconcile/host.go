@@ -65,6 +65,8 @@ type Host struct {
 	loopErrs chan error
 	// leaving counts the spools finishing their Leave: Run waits for them.
 	leaving sync.WaitGroup
+	// runningNow is closed once Run accepts spools (Started).
+	runningNow chan struct{}
 	// seq is the last arrival number handed out, across spools.
 	seq atomic.Int64
 	// learned counts the batches the learner recorded: a controller whose
@@ -112,6 +114,8 @@ func NewHost(cfg Config, deps Deps) *Host {
 		metrics: deps.Metrics,
 		settled: make(chan struct{}),
 		listed:  make(chan struct{}),
+
+		runningNow: make(chan struct{}),
 	}
 	if h.metrics == nil {
 		h.metrics = noMetrics{}
@@ -504,6 +508,7 @@ func (h *Host) Run(ctx context.Context) (Outcome, error) {
 	for _, c := range spools {
 		h.lockedStartLoop(c)
 	}
+	close(h.runningNow)
 	h.spoolsMu.Unlock()
 	var runErr error
 	ended := 0

@@ -25,6 +25,10 @@ type leaveState struct {
 	done chan struct{}
 }
 
+// Started is closed once Run accepts spools (Join, Leave): a spool asked
+// for while the controller starts waits for it.
+func (h *Host) Started() <-chan struct{} { return h.runningNow }
+
 // Leave stops serving c's spool while the host runs, as a Join added it:
 // refused while one of its tasks holds a batch (reserved or running: stop
 // or pause them first, or wait). Its tasks leave the queue with their
