@@ -28,11 +28,14 @@ build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -tags lardon3d_node -o $(BIN)/lardon3d-controller-node ./cmd/lardon3d-controller
 
 ## run: run the example pipeline in a fresh spool until every task is Done
+## (through the controller already running on this machine, when one does: the copied
+## manifests name bin/lardon3d-synth by its absolute path, not found in that controller's PATH)
 run: build
 	@spool=$${SPOOL:-$$(mktemp -d -t lardon3d-spool.XXXXXX)}; \
 	chmod 700 "$$spool" && cp examples/tasks/*.yaml "$$spool"/ && \
+	sed -i 's|\[lardon3d-synth,|[$(BIN)/lardon3d-synth,|' "$$spool"/*.yaml && \
 	echo "spool: $$spool" && \
-	PATH="$(BIN):$$PATH" $(BIN)/lardon3d-controller run --spool "$$spool" --exit-when-done
+	PATH="$(BIN):$$PATH" $(BIN)/lardon3d-controller run --spool "$$spool" --exit-when-done --join-running
 
 ## test: vet, format check, the race-enabled test suite (deterministic: fuzz seed corpora, fixed seeds)
 ## (vet builds as build does, without cgo: the two share their compiled packages)

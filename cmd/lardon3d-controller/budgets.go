@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
+	"github.com/lardon3d/lardon3d-controller/pkg/control"
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 	"github.com/lardon3d/lardon3d-controller/pkg/probe"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
@@ -30,6 +31,10 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		stateDir := g.stateDir()
 		w := cmd.OutOrStdout()
+		// The running controller's governor itself, with its holds.
+		if r, pid, ok := controlBudgets(g.spool, g.stateDirFlag); ok {
+			return printBudgets(w, *r.Budgets, output, fmt.Sprintf("live, from the controller running on %s (PID %d, its control socket)", g.spool, pid), nil, r.Holds...)
+		}
 		// A running controller publishes its live view; use it when fresh.
 		if view, at, err := reconcile.ReadBudgets(stateDir); err == nil && time.Since(at) < 10*time.Second {
 			return printBudgets(w, view, output, fmt.Sprintf("live, from the controller running on %s (%s ago)", g.spool, time.Since(at).Round(time.Second)), nil)
@@ -165,6 +170,9 @@ type budgetsDoc struct {
 	// StaleReservations are manifests still showing the reservation of a
 	// stopped controller.
 	StaleReservations []string `json:"staleReservations"`
+	// Holds are the exec holds, waiting and granted (from the control
+	// socket; none when read elsewhere).
+	Holds []control.HoldInfo `json:"holds"`
 }
 
 // positive is &v when v > 0 (a gate that is on), else nil.
@@ -228,10 +236,12 @@ func newBudgetsDoc(v governor.BudgetsView, source string, stale []string) budget
 	return d
 }
 
-func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, stale []string) error {
+func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, stale []string, holds ...control.HoldInfo) error {
 	switch output {
 	case "json", "yaml":
-		data, err := json.MarshalIndent(newBudgetsDoc(v, source, stale), "", "  ")
+		doc := newBudgetsDoc(v, source, stale)
+		doc.Holds = append([]control.HoldInfo{}, holds...)
+		data, err := json.MarshalIndent(doc, "", "  ")
 		if err == nil && output == "yaml" {
 			data, err = yaml.JSONToYAML(data)
 		}
@@ -301,6 +311,7 @@ func printBudgets(w io.Writer, v governor.BudgetsView, output, source string, st
 	}
 	fmt.Fprintf(w, "Swap: %s free of %s; zram: %s free of %s (never counted as memory)\n",
 		humanBytes(v.SwapFree), humanBytes(v.SwapTotal), humanBytes(v.ZramFree), humanBytes(v.ZramTotal))
+	printHolds(w, holds)
 	if len(stale) > 0 {
 		fmt.Fprintf(w, "\nManifests still showing a reservation from a stopped controller (released on its next start):\n")
 		for _, s := range stale {

@@ -83,6 +83,11 @@ tasks, status included: the task itself for a single name, else a list,
 				return &exitError{code: 1, err: err}
 			}
 			_, _ = io.WriteString(cmd.OutOrStdout(), out) // fmt would copy it whole first
+			if l.served && len(args) == 0 && o.selector == "" && (o.output == "" || o.output == "wide") {
+				if r, _, ok := controlBudgets(g.spool, g.stateDirFlag); ok {
+					printHolds(cmd.OutOrStdout(), r.Holds) // beside the tasks, sharing their memory
+				}
+			}
 			if !l.served && (o.output == "" || o.output == "wide") {
 				warnUnserved(cmd.ErrOrStderr(), g.spool, l.files)
 			}

@@ -136,6 +136,8 @@ out of memory, and inspect and edit them with kubectl-like verbs.
 		newBatchesCommand(g),
 		newViewCommand(g),
 		newNodeCommand(g),
+		newExecCommand(),
+		newSpoolCommand(),
 	)
 	addCompletion(root, g)
 	return root

@@ -310,6 +310,7 @@ func newMachine(bc budgetConfig, leasePrefix string) (*governor.Governor, *probe
 func newRunCommand(g *globals) *cobra.Command {
 	var (
 		exitWhenDone bool
+		joinRun      bool
 		allowShared  bool
 		metricsAddr  string
 		httpAddr     string
@@ -351,6 +352,7 @@ serves other users' spools and runs each task as the spool's owner.
 	// run's --spool repeats, and shadows the global one.
 	f.StringArrayVar(&spoolArgs, "spool", nil, "spool directory to serve, or a pattern of them such as '/home/*/spool' (repeatable; default: spools: in --config, else $LARDON3D_SPOOL, else .)")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every task is settled (terminal, paused before admission, or held by dependencies that are): 0 if all are Done, 1 otherwise")
+	f.BoolVar(&joinRun, "join-running", false, "with --exit-when-done and one --spool: where a controller (root's or yours) already runs on this machine, serve the spool through it (spool add), wait until every task is settled, print the table and remove it, instead of refusing to start")
 	f.IntVar(&waitForTasks, "wait-for-tasks", 0, "with --exit-when-done, never exit before this many manifests were seen (start the controller, then drop files)")
 	f.BoolVar(&allowShared, "allow-shared-spool", false, "accept a spool directory writable by group or others")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464; a port alone, :9464, listens on loopback only)")
@@ -393,6 +395,14 @@ serves other users' spools and runs each task as the spool's owner.
 		}
 		if deleteGrace <= 0 {
 			return &exitError{code: 2, err: fmt.Errorf("--delete-grace: must be > 0, got %s", deleteGrace)}
+		}
+		if joinRun {
+			if !exitWhenDone || len(spoolArgs) != 1 || hasMeta(spoolArgs[0]) {
+				return &exitError{code: 2, err: errors.New("--join-running: with --exit-when-done and one --spool only")}
+			}
+			if joined, err := joinRunning(cmd, spoolArgs[0]); joined {
+				return err
+			}
 		}
 		entries := spoolArgs
 		if len(entries) == 0 {
@@ -557,6 +567,9 @@ serves other users' spools and runs each task as the spool's owner.
 			// Run is started below; a Join before it is refused and
 			// tried again at the next rescan.
 			served.watch(ctx, entries)
+		}
+		if ctl := startControl(claim, host, served, log); ctl != nil {
+			defer ctl.Close() // before the governor's Close: every hold released
 		}
 		tuneGC(ctx)
 		sigs := make(chan os.Signal, 1)

@@ -33,8 +33,16 @@ type servedSpools struct {
 	// ctx ends the listing servers (no listing once the controller stops).
 	ctx context.Context
 
+	// mu serializes the additions and removals (rescan, the control
+	// socket's spool-add and spool-remove) and guards what they change.
+	mu      sync.Mutex
 	placed  []placedSpool
 	closers []func()
+	// byDir are each spool's controller and closer (idempotent), for
+	// spool-remove; requested are the spools added over the control
+	// socket, with the uid of who asked.
+	byDir     map[string]servedSpool
+	requested map[string]int
 	// failed is the last error of each spool a rescan could not add,
 	// logged when it changes.
 	failed map[string]string
@@ -81,7 +89,19 @@ func (o *openedSpool) close() {
 // serve adds an opened spool to the host: before Run (running false), or
 // joining it; and serves get's listings of it.
 func (s *servedSpools) serve(o *openedSpool, running bool) error {
-	c := s.cfg
+	if running {
+		return s.serveWith(o, s.cfg)
+	}
+	return s.place(o, s.cfg, false)
+}
+
+// serveWith joins an opened spool to the running host with cfg.
+func (s *servedSpools) serveWith(o *openedSpool, cfg reconcile.Config) error {
+	return s.place(o, cfg, true)
+}
+
+func (s *servedSpools) place(o *openedSpool, cfg reconcile.Config, running bool) error {
+	c := cfg
 	c.SpoolDir, c.StateDir = o.dir, o.stateDir
 	c.Account = s.fair.accountOf(o.dir)
 	var ctrl *reconcile.Controller
@@ -94,21 +114,35 @@ func (s *servedSpools) serve(o *openedSpool, running bool) error {
 	} else {
 		ctrl = s.host.Add(c, o.sp)
 	}
-	s.closers = append(s.closers, o.close)
 	s.placed = append(s.placed, o.placedSpool)
+	closeListing := func() {}
 	ls, err := listing.Serve(o.stateDir, spoolAt(o.dir), ctrl, s.log, s.observe)
 	if err != nil {
 		s.log.Warn().Err(err).Str("spool", o.dir).Msg("get's listings not served; get reads the spool itself")
-		return nil
+	} else {
+		closeListing = ls.Close
+		context.AfterFunc(s.ctx, ls.Close)
 	}
-	s.closers = append(s.closers, ls.Close)
-	context.AfterFunc(s.ctx, ls.Close)
+	closeSpool := sync.OnceFunc(func() { closeListing(); o.close() })
+	s.closers = append(s.closers, closeSpool)
+	if s.byDir == nil {
+		s.byDir = map[string]servedSpool{}
+	}
+	s.byDir[o.dir] = servedSpool{ctrl: ctrl, close: closeSpool}
 	return nil
+}
+
+// servedSpool is one spool served: its controller and what closes it.
+type servedSpool struct {
+	ctrl  *reconcile.Controller
+	close func()
 }
 
 // rescan adds the directories the entries match now and no spool served
 // yet, and declares them in the machine's registry.
 func (s *servedSpools) rescan(entries []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	found, skipped, err := expandSpools(entries)
 	if err != nil {
 		s.noteFailure("", err)
@@ -204,6 +238,8 @@ func (s *servedSpools) close() {
 
 // dirs are the spools served.
 func (s *servedSpools) dirs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	spools, _ := s.declared()
 	return spools
 }

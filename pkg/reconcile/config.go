@@ -22,6 +22,10 @@ type Config struct {
 	SpoolDir string
 	// StateDir holds logs and items files (default SpoolDir/.lardon3d).
 	StateDir string
+	// SpoolOwner, when set, is the user the spool directory must belong to
+	// when its tasks' user is chosen (a spool a user asked the running
+	// controller to serve): a directory swapped meanwhile is refused.
+	SpoolOwner *uint32
 	// ProgressInterval bounds how often progress alone is written per task
 	// (default 250 ms). Phase changes wait at most PhaseWriteDelay.
 	ProgressInterval time.Duration

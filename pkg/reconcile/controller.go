@@ -115,6 +115,8 @@ type Controller struct {
 	account string
 	// started is set once the host started the loop (Host.spoolsMu).
 	started bool
+	// leave is its part in Host.Leave (leave.go).
+	leave leaveState
 	// stopSpool ends the spool's watcher; spoolErr is its result.
 	stopSpool func()
 	spoolErr  chan error
@@ -185,6 +187,9 @@ func (c *Controller) prepare(sweep bool) error {
 	runAs, err := spoolUser(c.cfg.SpoolDir)
 	if err != nil {
 		return err
+	}
+	if want := c.cfg.SpoolOwner; want != nil && os.Geteuid() == 0 && (runAs == nil && *want != 0 || runAs != nil && runAs.UID != *want) {
+		return fmt.Errorf("spool %s: its directory changed owner since it was checked (want uid %d)", c.cfg.SpoolDir, *want)
 	}
 	c.runAs = runAs
 	c.account = c.cfg.Account
@@ -275,6 +280,9 @@ func (c *Controller) loop(ctx context.Context) error {
 		if c.statusWritten {
 			c.statusWritten = false
 			c.countPhases(now, false)
+		}
+		if c.leave.leaving {
+			return errLeft
 		}
 		if c.host.cfg.ExitWhenDone {
 			c.host.noteSettled(c.idx, c.synced && c.filesSettled() && c.settled(), len(c.tasks.entries)+len(c.tasks.invalid))

@@ -16,6 +16,25 @@
 // stops every spool's loop, closes the queue, waits for every batch, then
 // lets each controller write what is left. New serves one spool.
 //
+// Holds (holds.go). A hold is a reservation with no batch, asked over the
+// control socket (package control) by a user's program (exec): Host.Hold
+// reserves it from the governor like a batch's (so no batch is admitted
+// into its memory), waits (retried every 250 ms, at once when a
+// reservation is released or a snapshot frees memory) until granted, and
+// hands a release that returns it exactly once. While a hold waits, the
+// machine decides each batch as if the waiting holds' memory, GPU memory
+// and GPU slots came with it (holdBook.gate): a batch that would leave
+// them no room waits (its reason's numbers then include the holds), so a
+// stream of batches never starves the person at the machine.
+//
+// Leaving (leave.go). A spool a Join added may leave the running host
+// (Host.Leave): its owner goroutine refuses while one of its tasks holds
+// a batch, else takes its tasks out of the queue and ends its loop; the
+// host then counts the loop as gone, and the spool's statuses are written
+// and its journal closed as at a stop (finish). Its index stays taken
+// (queue names carry it), its report counts as settled and ready. The
+// first spool never leaves (the history is persisted through it).
+//
 // Users. A controller running as root runs the batches of a spool another
 // user owns as that user (spoolUser: uid, gid, groups and HOME from the
 // passwd database, runner.Spec.User), never as root: the spool accepts only
@@ -265,7 +284,8 @@
 //
 // Locking. Lock order, outermost first: Queue.mu → Host.spoolsMu →
 // Host.mu; Queue.mu → Governor.mu, inbox.mu, scratch.Leases.mu,
-// prober.mu (each a leaf); batchRunner.mu → runner's Batch.mu
+// prober.mu, holdBook.mu (each a leaf; Host.Hold takes the book's and
+// the governor's one at a time, never the queue's); batchRunner.mu → runner's Batch.mu
 // (workMemory); statusWriter.mu (a leaf). Host.spoolsMu guards the list
 // of spools and Run's bookkeeping of their loops; the queue's router
 // (route, with Queue.mu held), the prober (workMemory, then

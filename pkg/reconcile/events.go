@@ -41,6 +41,8 @@ func (c *Controller) handleNote(x any) {
 		c.takeItems(n)
 	case listedMark:
 		c.host.noteListed(c.idx)
+	case leaveNote:
+		c.takeLeave(n)
 	case history.Entry:
 		c.pendingHistory = append(c.pendingHistory, n)
 	case groupNote:

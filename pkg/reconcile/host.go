@@ -48,6 +48,8 @@ type Host struct {
 	gpuMem  runner.GPUMemoryReader
 	metrics Metrics
 	book    *history.Book
+	// holds are the exec holds (holds.go).
+	holds *holdBook
 	// store persists the book; opened by Run (nil: memory only).
 	store *history.Store
 	// spools are the controllers, in the order added (Add before Run,
@@ -61,6 +63,10 @@ type Host struct {
 	loopCtx  context.Context
 	loops    int
 	loopErrs chan error
+	// leaving counts the spools finishing their Leave: Run waits for them.
+	leaving sync.WaitGroup
+	// runningNow is closed once Run accepts spools (Started).
+	runningNow chan struct{}
 	// seq is the last arrival number handed out, across spools.
 	seq atomic.Int64
 	// learned counts the batches the learner recorded: a controller whose
@@ -108,6 +114,8 @@ func NewHost(cfg Config, deps Deps) *Host {
 		metrics: deps.Metrics,
 		settled: make(chan struct{}),
 		listed:  make(chan struct{}),
+
+		runningNow: make(chan struct{}),
 	}
 	if h.metrics == nil {
 		h.metrics = noMetrics{}
@@ -117,7 +125,8 @@ func NewHost(cfg Config, deps Deps) *Host {
 		h.scratch = scratch.New(cfg.SpoolDir, nil, deps.Logger)
 	}
 	h.prober = newProber(deps.Governor, deps.Snapshot, h.workMemory, deps.Logger, nil, cfg.ProbeInterval)
-	adm := &machine{gov: deps.Governor, kick: h.prober.Kick, fresh: h.prober.WaitFresh, snapshots: h.prober, decisions: h.metrics, leases: h.scratch}
+	h.holds = newHoldBook()
+	adm := &machine{gov: deps.Governor, kick: h.prober.Kick, fresh: h.prober.WaitFresh, snapshots: h.prober, decisions: h.metrics, leases: h.scratch, holds: h.holds}
 	h.book = history.NewBook(history.DefaultMaxRecords, history.Params{})
 	l := &learner{
 		book: h.book, gov: deps.Governor,
@@ -177,7 +186,12 @@ func (h *Host) lockedStartLoop(c *Controller) {
 	c.started = true
 	h.loops++
 	ctx, errs := h.loopCtx, h.loopErrs
-	go func() { errs <- c.loop(ctx) }()
+	c.leave.done = make(chan struct{})
+	go func() {
+		if err, hand := h.loopEnded(c, c.loop(ctx)); hand {
+			errs <- err
+		}
+	}()
 }
 
 // newController builds a spool's controller, not yet in its place.
@@ -499,6 +513,7 @@ func (h *Host) Run(ctx context.Context) (Outcome, error) {
 	for _, c := range spools {
 		h.lockedStartLoop(c)
 	}
+	close(h.runningNow)
 	h.spoolsMu.Unlock()
 	var runErr error
 	ended := 0
@@ -519,6 +534,7 @@ func (h *Host) Run(ctx context.Context) (Outcome, error) {
 			runErr = err
 		}
 	}
+	h.leaving.Wait() // a spool that left finished its statuses
 
 	// Shutdown: stop dispatching and running, then write what is left.
 	closeCtx, cancel := context.WithTimeout(context.Background(), h.cfg.KillGrace+5*time.Second)
@@ -559,7 +575,7 @@ func (h *Host) startMachine() (stop func()) {
 	if n, err := h.scratch.RemoveLeftovers(); n > 0 || err != nil {
 		h.log.Info().Int("removed", n).AnErr("error", err).Msg("scratch lease directories of a previous controller")
 	}
-	h.prober.freed = h.queue.Wake
+	h.prober.freed = func() { h.queue.Wake(); h.holds.kick() }
 	ctx, cancel := context.WithCancel(context.Background())
 	go h.prober.run(ctx)
 	removed := make(chan struct{})

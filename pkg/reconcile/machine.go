@@ -35,6 +35,9 @@ type machine struct {
 	snapshots snapshotCounter
 	decisions DecisionObserver
 	leases    leaseDirs
+	// holds, when set, are the exec holds: a batch leaves room for those
+	// waiting (holdBook.gate), and a release wakes them.
+	holds *holdBook
 }
 
 var (
@@ -86,6 +89,18 @@ func (m *machine) WaitFresh(ctx context.Context) {
 
 // Reserve asks the governor and records the decision.
 func (m *machine) Reserve(e governor.Estimate) (governor.Decision, queue.Reservation, bool) {
+	if m.holds != nil {
+		d, batch, ok := m.holds.gate(m.gov, e)
+		if !ok {
+			if m.decisions != nil {
+				m.decisions.ObserveDecision(d)
+			}
+			return d, nil, false
+		}
+		if batch < e.BatchMax {
+			e = e.CappedAt(batch)
+		}
+	}
 	d, r, ok := m.gov.Reserve(e)
 	if m.decisions != nil {
 		m.decisions.ObserveDecision(d)
@@ -108,6 +123,9 @@ func (m *machine) Release(r queue.Reservation) error {
 		return fmt.Errorf("release: %T is not a governor reservation", r)
 	}
 	err := m.gov.Release(gr)
+	if m.holds != nil {
+		m.holds.kick()
+	}
 	// A closed governor destroyed the reservation: its directory goes too.
 	if err == nil || errors.Is(err, governor.ErrClosed) {
 		if dir := gr.Contract().ScratchDir; dir != "" && m.leases != nil {
