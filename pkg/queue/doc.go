@@ -77,7 +77,10 @@
 //     snapshot taken after the batch ended; then release the reservation,
 //     Refresh, offer the budget to the pending tasks ahead of this one in the
 //     FIFO (one scan step), then Reserve a fresh contract for the items left,
-//     polling every Config.BoundaryPoll (50 ms) while told Wait.
+//     polling every Config.BoundaryPoll (50 ms) while told Wait. That
+//     estimate says Continues: the task's work going on, which the
+//     governor's deferrals (the CPU gate, IO pressure) never hold; they
+//     defer new admissions only.
 //   - Every estimate it hands the governor says how many items the task
 //     has left (ItemsLeft: batches are evened out) and how many tasks
 //     could run a batch beside it (Peers, lockedPeers: those holding a

@@ -492,7 +492,11 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 		// The poll timer exists before the governor is asked, so whoever
 		// sees the question can step a fake clock past it.
 		t := q.clock.NewTimer(q.cfg.BoundaryPoll)
-		d, r, ok := q.adm.Reserve(q.lockedEstimate(e))
+		// The task's next batch: its work going on, not a new admission
+		// (the CPU gate and IO pressure defer new admissions only).
+		est := q.lockedEstimate(e)
+		est.Continues = true
+		d, r, ok := q.adm.Reserve(est)
 		switch {
 		case ok:
 			t.Stop()
