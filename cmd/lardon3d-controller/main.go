@@ -139,6 +139,17 @@ func envOr(name, def string) string {
 	return def
 }
 
+// consoleValue is how the console log writes a field's value, escaped for
+// a terminal: a list or an object (Strs, Interface) reaches it as its JSON
+// text, in bytes, which is written as text (["/a","/b"]), not as the
+// bytes' codes.
+func consoleValue(i any) string {
+	if b, ok := i.([]byte); ok {
+		return cell(string(b))
+	}
+	return cell(fmt.Sprint(i))
+}
+
 // newLogger builds the zerolog logger the flags ask for.
 func newLogger(g *globals, w io.Writer) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(strings.ToLower(g.logLevel))
@@ -159,7 +170,7 @@ func newLogger(g *globals, w io.Writer) (zerolog.Logger, error) {
 	case "console":
 		// File names and manifest fields reach the log: escaped, like
 		// everything else this program prints for a terminal.
-		esc := func(i any) string { return cell(fmt.Sprint(i)) }
+		esc := consoleValue
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", FormatFieldValue: esc, FormatMessage: func(i any) string {
 			if i == nil {
 				return ""
