@@ -41,7 +41,8 @@ const (
 const exitCodesHelp = `Exit codes:
   0    success; with run --exit-when-done, every task Done; run without it
        stopped by SIGINT or SIGTERM
-  1    some task not Done (Failed, Rejected, paused, held), a manifest invalid,
+  1    some task not Done (Failed, Rejected, paused, held), a manifest invalid
+       or refused (another user's, root-owned in a user's spool: never run),
        or the verb failed (no such task, not a spool)
   2    usage error (unknown verb or flag, bad flag value), or run could not
        start (another controller holds the spool)
