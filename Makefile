@@ -11,7 +11,7 @@ RAPID_SEED ?= 1
 # from Go modules on first use (minutes, once) into ~/.cache/lardon3d/kube.
 KUBE_ASSETS = $${LARDON3D_KUBE_ASSETS:-$$(bash hack/kube-test-binaries.sh)}
 
-.PHONY: all build run test test-vm test-vm-if-built vm-image test-kube kube-assets generate test-random vet fmt-check unit fuzz schemas bench bench-kube colmap-demo clean
+.PHONY: all build deps run test test-vm test-vm-if-built vm-image test-kube kube-assets generate test-random vet fmt-check unit fuzz schemas bench bench-kube colmap-demo clean
 
 all: build
 
@@ -26,6 +26,12 @@ LDFLAGS  := -X main.buildRevision=$(REVISION) -X main.buildModified=$(DIRTY)
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -tags lardon3d_node -o $(BIN)/lardon3d-controller-node ./cmd/lardon3d-controller
+
+## deps: install (as root, on Debian 12) the packages make test needs where missing:
+## COLMAP, sqlite3, exiftool, vips, vim, python3, util-linux, qemu, debootstrap,
+## containerd, runc, busybox-static, chromium (.ci/deps; waits for another apt's lock)
+deps:
+	bash .ci/deps
 
 ## run: run the example pipeline in a fresh spool until every task is Done
 ## (through the controller already running on this machine, when one does: the copied

@@ -536,12 +536,13 @@ func wideColumns(r *listing.Row, learned *reconcile.ProfileEstimate, now time.Ti
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", threads, gen, queue, etaCol, cell(lbl))
 }
 
-// printTable prints the final table of a run.
+// printTable prints the final table of a run, in queue order as get does.
 func printTable(w io.Writer, tasks []*v1alpha1.Task, now time.Time) {
 	files := make([]listing.File, 0, len(tasks))
 	for _, t := range tasks {
 		files = append(files, taskFile("", t))
 	}
+	sortFiles(files, "queue") // as get lists them
 	var b strings.Builder
 	_ = render(&b, &tablePrinter{padding: 3}, listed{files: files}, "", false, false, now)
 	fmt.Fprint(w, safeText(b.String()))

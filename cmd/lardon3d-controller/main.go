@@ -43,7 +43,8 @@ const (
 const exitCodesHelp = `Exit codes:
   0    success; with run --exit-when-done, every task Done; run without it
        stopped by SIGINT or SIGTERM
-  1    some task not Done (Failed, Rejected, paused, held), a manifest invalid,
+  1    some task not Done (Failed, Rejected, paused, held), a manifest invalid
+       or refused (another user's, root-owned in a user's spool: never run),
        or the verb failed (no such task, not a spool)
   2    usage error (unknown verb or flag, bad flag value), or run could not
        start (another controller holds the spool)
@@ -150,6 +151,17 @@ func envOr(name, def string) string {
 	return def
 }
 
+// consoleValue is how the console log writes a field's value, escaped for
+// a terminal: a list or an object (Strs, Interface) reaches it as its JSON
+// text, in bytes, which is written as text (["/a","/b"]), not as the
+// bytes' codes.
+func consoleValue(i any) string {
+	if b, ok := i.([]byte); ok {
+		return cell(string(b))
+	}
+	return cell(fmt.Sprint(i))
+}
+
 // newLogger builds the zerolog logger the flags ask for.
 func newLogger(g *globals, w io.Writer) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(strings.ToLower(g.logLevel))
@@ -170,7 +182,7 @@ func newLogger(g *globals, w io.Writer) (zerolog.Logger, error) {
 	case "console":
 		// File names and manifest fields reach the log: escaped, like
 		// everything else this program prints for a terminal.
-		esc := func(i any) string { return cell(fmt.Sprint(i)) }
+		esc := consoleValue
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", FormatFieldValue: esc, FormatMessage: func(i any) string {
 			if i == nil {
 				return ""

@@ -17,6 +17,7 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/history"
 	"github.com/lardon3d/lardon3d-controller/pkg/reconcile"
 	"github.com/lardon3d/lardon3d-controller/pkg/registry"
+	"github.com/lardon3d/lardon3d-controller/pkg/spool"
 )
 
 // Where a controller keeps what is not in a spool's manifests. One rule,
@@ -361,8 +362,8 @@ type spoolController struct {
 
 // servingLine says which controller serves spool, or that none does and
 // how to start one: what the machine's registry says, as get's warning.
-func servingLine(spool string) spoolController {
-	c, ok, err := registry.Serving(spool)
+func servingLine(dir string) spoolController {
+	c, ok, err := registry.Serving(dir)
 	switch {
 	case ok:
 		who := c.User
@@ -373,18 +374,27 @@ func servingLine(spool string) spoolController {
 	case err != nil:
 		return spoolController{line: "cannot tell: " + err.Error()}
 	}
-	abs, err := filepath.Abs(spool)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		abs = spool
+		abs = dir
+	}
+	if pid := spool.Holder(abs); pid > 0 {
+		return spoolController{line: fmt.Sprintf("pid %d is starting on this spool: not serving it yet", pid)}
 	}
 	return spoolController{none: true, line: fmt.Sprintf("none is running for this spool: the task starts once one serves it (`lardon3d-controller run --spool %s`, or the spool added to the running one's spools, see README)", abs)}
 }
 
-// noController says that no controller serves spool, and how to start one.
-func noController(spool string) string {
-	abs, err := filepath.Abs(spool)
+// noController says that no controller serves spool, and how to start
+// one; or, when a controller holds the spool's lock but is not serving it
+// yet (it locks the spool, then registers, then answers), that it is
+// starting.
+func noController(dir string) string {
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		abs = spool
+		abs = dir
+	}
+	if pid := spool.Holder(abs); pid > 0 {
+		return fmt.Sprintf("the controller on %s (pid %d) is starting: the tasks are listed from their files until it serves them", abs, pid)
 	}
 	return fmt.Sprintf("no controller is running on %s: start one with `lardon3d-controller run --spool %s` (or add the spool to the running one's spools, see README)", abs, abs)
 }

@@ -606,6 +606,9 @@ serves other users' spools and runs each task as the spool's owner.
 		}
 		if exitWhenDone {
 			printTable(cmd.OutOrStdout(), out.Tasks, time.Now())
+			if out.Refused > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s refused, never run (see \"ignoring manifest\" above)\n", governor.Count(int64(out.Refused), "manifest"))
+			}
 		}
 		if exitWhenDone && ctx.Err() != nil && got != nil {
 			// A script waited for the tasks to settle and they did not: not

@@ -60,7 +60,7 @@ func TestCPUGateBoundsTheWaitWithNothingOfOursRunning(t *testing.T) {
 		t.Fatalf("first demand under pressure: %v (max wait %v)", d, d.MaxWait)
 	}
 	want := "CPU busy: 90% of the time, runnable tasks waited for a CPU (PSI), above the threshold 60%; " +
-		"new admissions wait until it stays at or below, at most 30s while none of our batches runs (--cpu-gate-max-wait); " +
+		"new admissions wait until it stays at or below for 10s, at most until 00:00:30 UTC (30s while none of our batches runs, --cpu-gate-max-wait); " +
 		"--cpu-pressure-threshold -1 turns the CPU gate off"
 	if d.Message() != want {
 		t.Errorf("message:\n got %q\nwant %q", d.Message(), want)
@@ -112,7 +112,7 @@ func TestCPUGateBoundSettings(t *testing.T) {
 				t.Fatalf("Decide: %v", d)
 			}
 		}
-		if d, _, ok := g.Reserve(est(nil)); ok || !strings.Contains(d.Message(), "at most 5s while none of our batches runs") {
+		if d, _, ok := g.Reserve(est(nil)); ok || !strings.Contains(d.Message(), "at most until 00:00:15 UTC (5s while none of our batches runs") {
 			t.Fatalf("first Reserve: %v %q", d, d.Message())
 		}
 		start := clk.Now()

@@ -37,6 +37,17 @@ type Decision struct {
 	// wait while no reservation is active (Config.CPUGateMaxWait; negative:
 	// none).
 	MaxWait time.Duration
+	// Hysteresis is, on LoadHigh, CPUPressure and IOPressure, how long the
+	// signal must stay at or below its threshold for the deferral to end
+	// (Config.Hysteresis); BelowSince is when it went back at or below
+	// (zero while it is above).
+	Hysteresis time.Duration
+	BelowSince time.Time
+	// GateUntil is, on LoadHigh and CPUPressure, when the CPU gate's bound
+	// lets the demand through whatever the signal: set by Reserve once the
+	// gate held a demand back with no reservation active; zero while one
+	// is active (the gate then waits for the signal alone) or with no bound.
+	GateUntil time.Time
 	// Detail names the rule an invalid estimate broke (a constant string).
 	Detail string
 }

@@ -85,6 +85,11 @@
 //     nothing itself). A deferral ends only after
 //     its signal stayed at or below the threshold for Config.Hysteresis,
 //     measured on the injected clock from the first snapshot back below.
+//     Deferrals hold new admissions only: an estimate that Continues (a
+//     task's next batch, its work going on) skips this step, as the
+//     deferrals never revoke work already granted. The decision carries
+//     what the demand waits for and until when at most (Hysteresis,
+//     BelowSince, GateUntil).
 //  4. Slots and scratch (NoIOSlot, NoGPUSlot, NoScratch; ScratchUnknown when
 //     no measured volume has room but an unmeasurable one is present; a
 //     lease is only granted on a measured volume), then CPU: threads

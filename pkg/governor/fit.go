@@ -179,10 +179,13 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 		}
 	}
 
-	// Deferrals: new admissions only, with hysteresis; the CPU gate's
-	// wait is bounded while no reservation is active.
-	if g.mu.load.check(now, g.cfg.Hysteresis) && !g.lockedCPUGateWaited(now) {
+	// Deferrals: new admissions only (never a task's next batch:
+	// Estimate.Continues), with hysteresis; the CPU gate's wait is bounded
+	// while no reservation is active.
+	if !e.Continues && g.mu.load.check(now, g.cfg.Hysteresis) && !g.lockedCPUGateWaited(now) {
 		d.Signal, d.Threshold, d.MaxWait = g.mu.load.value, g.mu.load.threshold, g.cfg.CPUGateMaxWait
+		d.Hysteresis, d.BelowSince = g.cfg.Hysteresis, g.mu.load.belowSince
+		d.GateUntil = g.lockedGateUntil()
 		if g.mu.loadByPSI {
 			return wait(ReasonCPUPressure, BudgetCPUPSI, 0, 0, 0)
 		}
@@ -193,8 +196,9 @@ func (g *Governor) lockedDecide(e *Estimate, now time.Time) (Decision, plan) {
 		d.Threshold, d.MaxWait = float64(ps.Soft), g.cfg.Hysteresis
 		return wait(ReasonMemoryPressure, BudgetMemoryPressure, ps.Outside, ps.Available, 0)
 	}
-	if ioDeferred := g.mu.io.check(now, g.cfg.Hysteresis); ioDeferred && e.IOSlots > 0 {
+	if ioDeferred := g.mu.io.check(now, g.cfg.Hysteresis); !e.Continues && ioDeferred && e.IOSlots > 0 {
 		d.Signal, d.Threshold = g.mu.io.value, g.mu.io.threshold
+		d.Hysteresis, d.BelowSince = g.cfg.Hysteresis, g.mu.io.belowSince
 		return wait(ReasonIOPressure, BudgetIOPSI, 0, 0, 0)
 	}
 

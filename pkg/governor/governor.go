@@ -349,6 +349,18 @@ func (g *Governor) lockedCPUGateWaited(now time.Time) bool {
 		now.Sub(g.mu.gateHeldSince) >= g.cfg.CPUGateMaxWait
 }
 
+// lockedGateUntil is when the CPU gate's bound lets demands through
+// whatever the signal: CPUGateMaxWait after it first held one back with
+// no reservation active; zero when it has not yet, while one is active,
+// or with no bound.
+// REQUIRES: g.mu held.
+func (g *Governor) lockedGateUntil() time.Time {
+	if g.cfg.CPUGateMaxWait < 0 || g.mu.active > 0 || g.mu.gateHeldSince.IsZero() {
+		return time.Time{}
+	}
+	return g.mu.gateHeldSince.Add(g.cfg.CPUGateMaxWait)
+}
+
 // headroom is what Update compares to tell whether a snapshot freed
 // resources.
 type headroom struct {
@@ -538,6 +550,7 @@ func (g *Governor) Reserve(e Estimate) (Decision, Reservation, bool) {
 	if d.Verdict != Admit && d.Verdict != ReduceBatch {
 		if (d.Reason == ReasonCPUPressure || d.Reason == ReasonLoadHigh) && g.mu.active == 0 && g.mu.gateHeldSince.IsZero() {
 			g.mu.gateHeldSince = now
+			d.GateUntil = g.lockedGateUntil()
 		}
 		return d, Reservation{}, false
 	}

@@ -202,7 +202,7 @@ func TestDecideTable(t *testing.T) {
 			e: est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
 		{name: "io pressure", snap: snap(func(s *Snapshot) { s.PSI = PSI{Available: true, IO: Pressure{SomeAvg10: 55}} }),
 			e: est(func(e *Estimate) { e.IOSlots = 1 }), verdict: Wait, reason: ReasonIOPressure, budget: BudgetIOPSI, batch: 1, threads: 1,
-			msg: "io pressure 55.0%, above the threshold 40.0%; admissions holding IO slots wait"},
+			msg: "io pressure 55.0%, above the threshold 40.0%; new admissions holding IO slots wait until it stays at or below for 10s"},
 		{name: "io pressure spares demands without IO slots", snap: snap(func(s *Snapshot) { s.PSI = PSI{Available: true, IO: Pressure{SomeAvg10: 55}} }),
 			e: est(nil), verdict: Admit, reason: ReasonFits, batch: 10, threads: 1},
 		{name: "no IO slot", snap: snap(nil), held: []Estimate{est(func(e *Estimate) { e.IOSlots = 2 })},
@@ -271,8 +271,16 @@ func TestDecideTable(t *testing.T) {
 			if after := g.Budgets(); after.Memory != before.Memory || after.Reservations != before.Reservations {
 				t.Errorf("Decide changed the budgets: %+v, then %+v", before.Memory, after.Memory)
 			}
-			// Reserve agrees with Decide and reserves only on a grant.
+			// Reserve agrees with Decide and reserves only on a grant; a
+			// Reserve the CPU gate holds back starts the gate's bound
+			// and says until when it holds (Decide never starts it).
 			d2, r, ok := g.Reserve(tc.e)
+			if (d2.Reason == ReasonCPUPressure || d2.Reason == ReasonLoadHigh) && d.GateUntil.IsZero() {
+				if want := g.clock.Now().Add(DefaultCPUGateMaxWait); !d2.GateUntil.Equal(want) {
+					t.Errorf("Reserve held back by the CPU gate: until %v, want %v", d2.GateUntil, want)
+				}
+				d2.GateUntil = time.Time{}
+			}
 			if d2 != d {
 				t.Errorf("Reserve decided %+v, Decide %+v", d2, d)
 			}

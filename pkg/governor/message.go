@@ -3,6 +3,7 @@ package governor
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // FormatBytes formats a byte amount with binary units and one decimal:
@@ -163,20 +164,19 @@ func (d Decision) Message() string {
 		b = append(b, "CPU busy: 1-minute load average "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 2, 64)
 		b = append(b, " (less the threads of running batches)"...)
-		b = appendGate(b, d, 2, "")
+		b = appendGate(b, d, 2, "", "new admissions")
 		b = appendCPUGateWait(b, d, "--load-threshold -1")
 	case ReasonCPUPressure:
 		b = append(b, "CPU busy: "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 0, 64)
 		b = append(b, "% of the time, runnable tasks waited for a CPU (PSI)"...)
-		b = appendGate(b, d, 0, "%")
+		b = appendGate(b, d, 0, "%", "new admissions")
 		b = appendCPUGateWait(b, d, "--cpu-pressure-threshold -1")
 	case ReasonIOPressure:
 		b = append(b, "io pressure "...)
 		b = strconv.AppendFloat(b, d.Signal, 'f', 1, 64)
 		b = append(b, '%')
-		b = appendGate(b, d, 1, "%")
-		b = append(b, "; admissions holding IO slots wait until it stays at or below"...)
+		b = appendGate(b, d, 1, "%", "new admissions holding IO slots")
 	case ReasonScratchUnknown:
 		b = append(b, "needs "...)
 		b = appendBytes(b, d.Need)
@@ -199,25 +199,51 @@ func (d Decision) Message() string {
 }
 
 // appendGate says whether a deferring signal is above its threshold or
-// back below it but not for long enough yet (hysteresis).
-func appendGate(b []byte, d Decision, prec int, unit string) []byte {
-	if d.Signal > d.Threshold {
+// back at or below it since when (hysteresis), and what the demands wait
+// for (who: "new admissions"): that it stays at or below for
+// Decision.Hysteresis, and until when at the latest it would then end.
+func appendGate(b []byte, d Decision, prec int, unit, who string) []byte {
+	if d.Signal > d.Threshold || d.BelowSince.IsZero() {
 		b = append(b, ", above the threshold "...)
 		b = strconv.AppendFloat(b, d.Threshold, 'f', prec, 64)
-		return append(b, unit...)
+		b = append(b, unit...)
+		b = append(b, "; "...)
+		b = append(b, who...)
+		b = append(b, " wait until it stays at or below for "...)
+		return append(b, d.Hysteresis.String()...)
 	}
 	b = append(b, ", back at or below the threshold "...)
 	b = strconv.AppendFloat(b, d.Threshold, 'f', prec, 64)
 	b = append(b, unit...)
-	return append(b, " but not for long enough yet"...)
+	b = append(b, " since "...)
+	b = appendClock(b, d.BelowSince)
+	b = append(b, "; "...)
+	b = append(b, who...)
+	b = append(b, " wait until it has stayed there for "...)
+	b = append(b, d.Hysteresis.String()...)
+	b = append(b, " (at "...)
+	b = appendClock(b, d.BelowSince.Add(d.Hysteresis))
+	return append(b, ')')
 }
 
-// appendCPUGateWait says how long the CPU gate holds new admissions and
-// which setting turns it off (off names the controller's flag; the
-// config file's key is the same in camel case).
+// appendClock writes t's time of day in UTC ("15:04:05 UTC").
+func appendClock(b []byte, t time.Time) []byte {
+	return t.UTC().AppendFormat(b, "15:04:05 UTC")
+}
+
+// appendCPUGateWait says how long at most the CPU gate holds new
+// admissions and which setting turns it off (off names the controller's
+// flag; the config file's key is the same in camel case).
 func appendCPUGateWait(b []byte, d Decision, off string) []byte {
-	b = append(b, "; new admissions wait until it stays at or below"...)
-	if d.MaxWait >= 0 {
+	switch {
+	case d.MaxWait < 0:
+	case !d.GateUntil.IsZero():
+		b = append(b, ", at most until "...)
+		b = appendClock(b, d.GateUntil)
+		b = append(b, " ("...)
+		b = append(b, d.MaxWait.String()...)
+		b = append(b, " while none of our batches runs, --cpu-gate-max-wait)"...)
+	default:
 		b = append(b, ", at most "...)
 		b = append(b, d.MaxWait.String()...)
 		b = append(b, " while none of our batches runs (--cpu-gate-max-wait)"...)

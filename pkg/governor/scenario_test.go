@@ -26,10 +26,11 @@ var update = flag.Bool("update", false, "rewrite the scenario files with the act
 //	new [margin=Q capacity=Q cpus-reserved=N io-slots=N gpu-slots=N gpu-margin=Q
 //	     gpu-memory=Q gpu-unified=true load-threshold=F io-threshold=F hysteresis=D
 //	     cpu-gate-max-wait=D]
-//	snapshot mem=Q [avail=Q cpus=N cgroup=Q cgusage=Q work=Q load=F psi-io=F
+//	snapshot mem=Q [avail=Q cpus=N cgroup=Q cgusage=Q work=Q load=F psi-io=F psi-cpu=F
 //	     swap=Q zram=Q gpu=ID:TOTAL:FREE[:unified|:unknown]... scratch=PATH:FREE[:rot]...]
 //	decide|reserve name=X [fixed=Q perItem=Q perThread=Q gpuFixed=Q gpuPerItem=Q
-//	     batch=MIN..MAX threads=N minThreads=N io=N gpuSlots=N scratch=Q]
+//	     batch=MIN..MAX threads=N minThreads=N io=N gpuSlots=N scratch=Q
+//	     next=true (Estimate.Continues: a task's next batch)]
 //	release NAME
 //	tick DURATION
 //	record class=C items=N threads=N peak=Q dur=D [exit=N]
@@ -307,6 +308,9 @@ func (s *scenario) snapshot(kv map[string][]string) Snapshot {
 	if _, ok := kv["psi-io"]; ok {
 		sn.PSI = PSI{Available: true, IO: Pressure{SomeAvg10: s.float(kv, "psi-io")}}
 	}
+	if _, ok := kv["psi-cpu"]; ok {
+		sn.PSI.Available, sn.PSI.CPU = true, Pressure{SomeAvg10: s.float(kv, "psi-cpu")}
+	}
 	for _, v := range kv["gpu"] {
 		p := strings.Split(v, ":")
 		g := GPU{ID: p[0], Name: "gpu" + p[0], Known: true}
@@ -337,6 +341,7 @@ func (s *scenario) estimate(kv map[string][]string) Estimate {
 		PerItemGPUMemory: s.qty(kv, "gpuPerItem", 0), Threads: int(s.num(kv, "threads", 1)),
 		MinThreads: int(s.num(kv, "minThreads", 1)), IOSlots: int(s.num(kv, "io", 0)),
 		GPUSlots: int(s.num(kv, "gpuSlots", 0)), ScratchBytes: s.qty(kv, "scratch", 0),
+		Continues: s.str(kv, "next", "") == "true",
 	}
 	lo, hi, _ := strings.Cut(s.str(kv, "batch", "1..1"), "..")
 	var err1, err2 error

@@ -50,6 +50,11 @@ type Estimate struct {
 	GPUSlots int
 	// ScratchBytes is the scratch lease needed (0: none).
 	ScratchBytes int64
+	// Continues says the estimate asks for the next batch of a task whose
+	// work is under way (it ran a batch and holds its place between two):
+	// not a new admission. The deferrals (the CPU gate, IO pressure) hold
+	// new admissions only and never this one; every budget still applies.
+	Continues bool
 }
 
 // CappedAt returns e with its batch bounds within n items: BatchMax at most

@@ -106,6 +106,10 @@
 //     a task ranked before it that holds it (ranker.holds) waits for the
 //     governor, it does not ask: it yields its next batch (Pending,
 //     ReasonFairShare). A running batch is never stopped for fairness.
+//     The fresh contract's estimate says Continues: the task's work going on, which the
+//     governor's load deferrals (the CPU gate, IO pressure) never hold;
+//     they defer new admissions only (memory pressure from outside the
+//     batches holds it too: the person at the machine comes first).
 //   - Every estimate it hands the governor says how many items the task
 //     has left (ItemsLeft: batches are evened out) and how many tasks
 //     could run a batch beside it (Peers, lockedPeers: those holding a

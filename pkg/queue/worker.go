@@ -537,7 +537,12 @@ func (q *Queue) sequenceBreak(e *entry) outcome {
 		var r Reservation
 		ok, why, msg := false, ReasonFairShare, hold
 		if hold == "" {
-			d, r, ok = q.adm.Reserve(q.lockedEstimate(e))
+			// The task's next batch: its work going on, not a new
+			// admission (the CPU gate and IO pressure defer new
+			// admissions only).
+			est := q.lockedEstimate(e)
+			est.Continues = true
+			d, r, ok = q.adm.Reserve(est)
 			if ok {
 				if msg = q.mu.ledger.Over(e.task.Account, r.Contract(), false); msg != "" {
 					// Granted beyond the account's quota: handed back.

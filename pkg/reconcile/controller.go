@@ -146,8 +146,13 @@ func (f observerFunc) Observe(e queue.Event) { f(e) }
 
 // Outcome summarises how Run ended.
 type Outcome struct {
-	// AllDone is true when every task ended Done and no manifest was invalid.
+	// AllDone is true when every task ended Done and no manifest was
+	// invalid or refused.
 	AllDone bool
+	// Refused counts the manifests the spools ignored with a reason
+	// (spool.Spool.Refused: root-owned, another user's, a link out of the
+	// spool): none of them ran.
+	Refused int
 	// Tasks is the final status of every task, sorted by name.
 	Tasks []*v1alpha1.Task
 }

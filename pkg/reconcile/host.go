@@ -559,6 +559,7 @@ func (h *Host) Run(ctx context.Context) (Outcome, error) {
 		}
 		o := c.finish()
 		out.AllDone = out.AllDone && o.AllDone
+		out.Refused += o.Refused
 		out.Tasks = append(out.Tasks, o.Tasks...)
 	}
 	sort.SliceStable(out.Tasks, func(i, j int) bool { return out.Tasks[i].Metadata.Name < out.Tasks[j].Metadata.Name })

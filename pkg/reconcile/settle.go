@@ -86,7 +86,13 @@ func (c *Controller) waitsOnlyForSettled(e *entry, stuck map[string]bool) bool {
 }
 
 func (c *Controller) outcome() Outcome {
-	out := Outcome{AllDone: len(c.tasks.invalid) == 0}
+	// A manifest the spool refused (root-owned, "chown it") never ran:
+	// not Done, as an invalid one is not.
+	refused := 0
+	if r, ok := c.spool.(refusedCounter); ok {
+		refused = r.Refused()
+	}
+	out := Outcome{AllDone: len(c.tasks.invalid) == 0 && refused == 0, Refused: refused}
 	for _, e := range c.tasks.entries {
 		t := *e.task
 		t.Status = e.status
@@ -117,6 +123,12 @@ func (c *Controller) countPhases(now time.Time, force bool) {
 		counts[e.status.Phase]++
 	}
 	c.metrics.SetPhases(counts)
+}
+
+// refusedCounter is a Spool that says how many manifests it ignores with
+// a reason (*spool.Spool is one).
+type refusedCounter interface {
+	Refused() int
 }
 
 // unsettledCounter is a Spool that says how many files it waits on before

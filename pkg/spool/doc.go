@@ -60,8 +60,9 @@
 // Taken: *.yaml and *.yml. Ignored: dotfiles (which covers vim's .x.swp and
 // emacs' .#x, and this package's own temp files), x~ backups, vim's 4913
 // probe and everything else; ignored with a logged reason (once per
-// reason): what the checked path refuses. Refused with an event: files
-// over Options.MaxFileSize (1 MiB).
+// reason): what the checked path refuses, counted by Spool.Refused while
+// they are there (--exit-when-done counts them as not Done). Refused with
+// an event: files over Options.MaxFileSize (1 MiB).
 //
 // # Events
 //

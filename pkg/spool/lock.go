@@ -99,6 +99,18 @@ func Lock(spoolDir, stateDir string) (*ControllerLock, error) {
 	return l, nil
 }
 
+// Holder is the PID of the process holding spoolDir's one-controller
+// lock (the flock on the directory, from /proc/locks), 0 when none does
+// or it cannot be told: a controller that took it and has not registered
+// or answered yet is starting. It takes no lock.
+func Holder(spoolDir string) int {
+	var st unix.Stat_t
+	if unix.Stat(spoolDir, &st) != nil {
+		return 0
+	}
+	return flockHolder(fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino))
+}
+
 // orphanWait bounds how long Lock waits for a lock whose holder is dead.
 const orphanWait = 3 * time.Second
 
@@ -134,11 +146,8 @@ func (l *ControllerLock) Unlock() {
 // holderOf finds the PID holding the lock: the flock owner of the spool
 // directory in /proc/locks, else the PID written in the lock file.
 func holderOf(spoolDir, lockPath string) int {
-	var st unix.Stat_t
-	if unix.Stat(spoolDir, &st) == nil {
-		if pid := flockHolder(fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)); pid > 0 {
-			return pid
-		}
+	if pid := Holder(spoolDir); pid > 0 {
+		return pid
 	}
 	data, err := os.ReadFile(lockPath)
 	if err != nil {

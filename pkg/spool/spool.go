@@ -191,12 +191,21 @@ type Spool struct {
 	// unsettled counts the files Run waits on before it can say what they
 	// are (held open for writing, or waiting for their settle period).
 	unsettled atomic.Int64
+	// refused counts the manifests ignored with a reason (recount).
+	refused atomic.Int64
 }
 
 // Unsettled is how many manifests the spool is waiting on before it can
 // say what they hold: held open for writing (a slow download), or
 // changed too recently to be judged. Any goroutine.
 func (s *Spool) Unsettled() int { return int(s.unsettled.Load()) }
+
+// Refused is how many manifests (*.yaml, *.yml) the spool ignores with a
+// logged reason, now: what the checked path refuses (owned by another
+// user, root-owned under a controller that is not root, a link leading
+// out of the spool or nowhere, not a regular file). None of them is
+// served; --exit-when-done counts them as not Done. Any goroutine.
+func (s *Spool) Refused() int { return int(s.refused.Load()) }
 
 // pathLock serialises the write-backs of one path.
 type pathLock struct {

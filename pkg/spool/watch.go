@@ -48,6 +48,8 @@ type fileState struct {
 	ignored string
 	// counted says the file is counted in Spool.unsettled (recount).
 	counted bool
+	// refusedCounted says the file is counted in Spool.refused (recount).
+	refusedCounted bool
 }
 
 // waiting reports whether the spool waits on f before it can say what it
@@ -60,7 +62,18 @@ func (f *fileState) waiting() bool {
 // called any number of times (gone uncounts a file it forgets).
 func (w *watcher) recount(base string) {
 	f := w.files[base]
-	if f == nil || f.counted == f.waiting() {
+	if f == nil {
+		return
+	}
+	if f.refusedCounted != (f.ignored != "") {
+		f.refusedCounted = !f.refusedCounted
+		if f.refusedCounted {
+			w.s.refused.Add(1)
+		} else {
+			w.s.refused.Add(-1)
+		}
+	}
+	if f.counted == f.waiting() {
 		return
 	}
 	f.counted = !f.counted
@@ -422,6 +435,9 @@ func (w *watcher) gone(ctx context.Context, base string) bool {
 	if f.counted {
 		w.s.unsettled.Add(-1)
 	}
+	if f.refusedCounted {
+		w.s.refused.Add(-1)
+	}
 	delete(w.files, base)
 	path := filepath.Join(w.s.dir, base)
 	w.s.dropDeferred(path)
@@ -475,6 +491,9 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 	if f == nil || f.ignored != "" {
 		if f != nil {
 			w.s.log.Info().Str("file", base).Msg("manifest no longer ignored")
+			if f.refusedCounted {
+				w.s.refused.Add(-1)
+			}
 		}
 		f = &fileState{}
 		w.files[base] = f
@@ -569,6 +588,9 @@ func (w *watcher) sync(ctx context.Context, base string, cause syncCause) bool {
 			}
 			if old := w.files[from]; old != nil && old.counted {
 				w.s.unsettled.Add(-1)
+			}
+			if old := w.files[from]; old != nil && old.refusedCounted {
+				w.s.refused.Add(-1)
 			}
 			w.files[base] = f
 			delete(w.files, from)
