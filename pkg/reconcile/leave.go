@@ -67,7 +67,10 @@ func (c *Controller) takeLeave(n leaveNote) {
 	}
 	var busy []string
 	for _, e := range c.tasks.entries {
-		if e.status.Phase == v1alpha1.PhaseRunning || e.status.Phase == v1alpha1.PhaseReserved {
+		// A Pending task the queue holds was just reserved: its event is
+		// on its way to this goroutine.
+		if e.status.Phase == v1alpha1.PhaseRunning || e.status.Phase == v1alpha1.PhaseReserved ||
+			(e.status.Phase == v1alpha1.PhasePending && e.inQueue && c.queue.Holds(e.name)) {
 			busy = append(busy, e.name)
 		}
 	}

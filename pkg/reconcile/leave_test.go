@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,12 @@ func TestAJoinedSpoolLeaves(t *testing.T) {
 	ran := make(chan error, 1)
 	go func() { _, err := h.Run(ctx); ran <- err }()
 	<-h.Started()
+	var stopped sync.Once
+	stop := func() error {
+		var err error
+		stopped.Do(func() { cancel(); err = <-ran })
+		return err
+	}
 
 	dir := filepath.Join(t.TempDir(), "joined")
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -36,6 +43,7 @@ func TestAJoinedSpoolLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp.Close()
+	defer func() { _ = stop() }() // before the spools close, whatever fails
 	c, err := h.Join(Config{SpoolDir: dir, StateDir: filepath.Join(t.TempDir(), "state"), KillGrace: time.Second}, sp)
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +82,7 @@ func TestAJoinedSpoolLeaves(t *testing.T) {
 	if p := phaseIn(t, filepath.Join(dir, "after.yaml")); p != "" {
 		t.Errorf("a task dropped after the spool left: phase %q", p)
 	}
-	cancel()
-	if err := <-ran; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("the host's run: %v", err)
 	}
 	if b := gov.Budgets(); b.Reservations != 0 {
