@@ -555,6 +555,12 @@ loop:
 			armTimeout()
 		case <-timeoutC:
 			timeoutC = nil
+			b.mu.Lock()
+			deadline := b.started.Add(s.Timeout + b.mu.pausedTotal)
+			b.mu.Unlock()
+			if !timedOutByItsClock(b.cmd.Process.Pid, deadline, time.Now()) {
+				continue // it ended by itself, in time: leaderExited tells
+			}
 			setReason(ReasonBatchTimeout, fmt.Sprintf("ran longer than the batch timeout %v", s.Timeout))
 			terminate()
 		case <-cancelCh:
@@ -572,6 +578,12 @@ loop:
 	}
 	if timeout != nil {
 		timeout.Stop()
+	}
+	// A supervisor that noticed the exit late (the controller was
+	// stopped) reports the batch's end by the batch's clock.
+	var stall time.Duration
+	if _, ago, known := leaderExitedAgo(b.cmd.Process.Pid); known && ago > stallSlack {
+		stall = ago
 	}
 	// The leader has exited but is not reaped: kill the rest of the batch
 	// (its cgroup, whatever session a process moved to; its process group
@@ -607,7 +619,7 @@ loop:
 	b.pollProgress()
 	waitErr := b.cmd.Wait()
 	leaders.pids.Delete(b.cmd.Process.Pid)
-	ended := time.Now()
+	ended := time.Now().Add(-stall)
 	m.final()
 	if st := b.cmd.ProcessState; m.cpu == 0 && st != nil {
 		m.cpu = st.UserTime() + st.SystemTime()
