@@ -82,6 +82,8 @@ type batchRunner struct {
 	exec runner.Executor
 	// runDir holds the items files (STATE/run).
 	runDir string
+	// stateDir, when set, is made again (makeStateDir) before each batch.
+	stateDir string
 	// cleanups counts the batches whose end (cgroup removal, journal
 	// line) is not done yet.
 	cleanups sync.WaitGroup
@@ -312,6 +314,11 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	// the same items never run twice at once.
 	if err := b.waitGone(ctx, qb.Task); err != nil {
 		return nil, err
+	}
+	if b.stateDir != "" {
+		if err := makeStateDir(b.stateDir); err != nil {
+			return nil, runner.NewPrepareError(fmt.Errorf("task %q: %w", qb.Task, err))
+		}
 	}
 	input := inputBytes(spec.Items)
 	exec := b.exec

@@ -193,6 +193,7 @@ func (h *Host) newController(cfg Config, sp Spool) *Controller {
 	c.batches.logMax = max(cfg.LogMaxBytes, 0)
 	c.batches.pidsMax = max(cfg.PidsMax, 0)
 	c.batches.runDir = filepath.Join(cfg.StateDir, "run")
+	c.batches.stateDir = cfg.StateDir
 	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
 	c.batches.cgroups = h.cgroups
 	c.batches.exec = h.exec
