@@ -50,6 +50,9 @@ type Host struct {
 	book    *history.Book
 	// store persists the book; opened by Run (nil: memory only).
 	store *history.Store
+	// historyMu guards store once Run opened it: appendHistory replaces
+	// a store whose file was damaged or removed.
+	historyMu sync.Mutex
 	// spools are the controllers, in the order added (Add before Run,
 	// Join while it runs), guarded by spoolsMu with the rest of Run's
 	// bookkeeping: the router, the prober and the learner read it.
