@@ -278,7 +278,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		Env:                 ri.env,
 		WorkingDir:          ri.workDir,
 		ContainerWorkingDir: ri.containerWorkDir,
-		Items:               ri.items.Range(qb.Start, end),
+		Items:               batchItems(ri.items, qb.Start, end),
 		BatchIndex:          qb.Index,
 		BatchStart:          qb.Start,
 		ItemsTotal:          qb.Total,
@@ -302,6 +302,9 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		Cgroup:              b.cgroups,
 		User:                ri.user,
 		Pod:                 ri.pod,
+	}
+	if spec.Items == nil {
+		spec.ItemCount = end - qb.Start
 	}
 	if b.onProgress != nil {
 		task, gen, index := qb.Task, qb.Generation, qb.Index
@@ -390,6 +393,16 @@ func (b *batchRunner) waitGone(ctx context.Context, task string) error {
 			return fmt.Errorf("task %q: waiting for a cancelled batch's processes to end: %w", task, context.Cause(ctx))
 		}
 	}
+}
+
+// batchItems are the items [lo, hi) of a batch for its runner.Spec: the
+// paths, or nil for a count's range, which the runner writes as decimals
+// (Spec.ItemCount): no string made per item, a batch may hold millions.
+func batchItems(l v1alpha1.ItemList, lo, hi int64) []string {
+	if l.Paths() == nil {
+		return nil
+	}
+	return l.Range(lo, hi)
 }
 
 // inputBytes is the total size of the items that are regular files.

@@ -3,7 +3,9 @@
 // of its own, under the batch's contract.
 //
 // What it owns:
-//   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir:
+//   - the items file (LARDON3D_ITEMS_FILE, one item per line, written
+//     through a buffer: a count's range, Spec.ItemCount, as its decimals,
+//     no string made per item) in Spec.RunDir:
 //     with Spec.Spares a pool file rewritten in place by the next batch once
 //     this one succeeds (one of at most 64 KiB: a longer list is unlinked),
 //     without TASK.batch-INDEX.items, unlinked once it succeeds; the items
