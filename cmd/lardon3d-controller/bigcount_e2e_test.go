@@ -55,3 +55,14 @@ spec:
 		t.Errorf("the controller peaked at %d MiB for four 10M-item counts; want well under 200 MiB", peak>>20)
 	}
 }
+
+// `budgets` shows the running controller's own memory beside the budgets.
+func TestBudgetsShowTheControllersOwnMemory(t *testing.T) {
+	spool := newSpool(t)
+	startController(t, spool)
+	var out string
+	eventually(t, 20*time.Second, "budgets to show the controller's own memory", func() bool {
+		out, _ = runCLI(t, "budgets", "--spool", spool)
+		return strings.Contains(out, "the controller's own memory: RSS ")
+	})
+}
