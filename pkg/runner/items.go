@@ -60,9 +60,14 @@ func writeItemsTo(w io.Writer, s Spec) (int64, error) {
 		}
 		return n, nil
 	}
+	nl := []byte{'\n'}
 	for _, it := range s.Items {
-		m, err := io.WriteString(w, it+"\n")
+		m, err := io.WriteString(w, it)
 		n += int64(m)
+		if err == nil {
+			m, err = w.Write(nl)
+			n += int64(m)
+		}
 		if err != nil {
 			return n, err
 		}
