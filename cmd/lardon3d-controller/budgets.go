@@ -37,7 +37,11 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 		}
 		// A running controller publishes its live view; use it when fresh.
 		if view, at, err := reconcile.ReadBudgets(stateDir); err == nil && time.Since(at) < 10*time.Second {
-			return printBudgets(w, view, output, fmt.Sprintf("live, from the controller running on %s (%s ago)", g.spool, time.Since(at).Round(time.Second)), nil)
+			source := fmt.Sprintf("live, from the controller running on %s (%s ago)", g.spool, time.Since(at).Round(time.Second))
+			if rss := reconcile.ReadControllerRSS(stateDir); rss > 0 {
+				source += "; the controller's own memory: RSS " + humanBytes(rss)
+			}
+			return printBudgets(w, view, output, source, nil)
 		}
 		bc, err := loadBudgets()
 		if err != nil {

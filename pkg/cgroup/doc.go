@@ -51,11 +51,11 @@
 //     kubelet counts it), OOM kills (memory.oom_control, memory.events), CPU
 //     time (v2 cpu.stat);
 //   - freezing (v1 freezer.state, v2 cgroup.freeze), bounded in time;
-//     killing every member (v2 cgroup.kill, else freeze, SIGKILL each,
-//     thaw); removal; the groups a crashed controller left (Tree.Leftovers,
+//     killing every member (v2 cgroup.kill, else pids.max 0 so that
+//     nothing forks any more, freeze, SIGKILL each, thaw); removal; the groups a crashed controller left (Tree.Leftovers,
 //     Load);
 //   - reuse (v1): an ended batch's group that is as good as a new one
-//     (empty, never frozen, no OOM kill, at most RecycleResidue charged)
+//     (empty, never frozen nor sealed by a kill, no OOM kill, at most RecycleResidue charged)
 //     is kept by Recycle and renamed by the next New, its peak reset and
 //     only the limits that differ written; v2 groups cannot be renamed
 //     and are removed.

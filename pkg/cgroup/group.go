@@ -30,6 +30,8 @@ type Group struct {
 	// froze: the group was asked to freeze at least once (Freeze, Kill on
 	// v1); Recycle does not keep it.
 	froze atomic.Bool
+	// sealed: a kill set pids.max to 0 (sealPids); Recycle does not keep it.
+	sealed atomic.Bool
 }
 
 // MemoryStats are a group's memory readings.
@@ -477,12 +479,34 @@ func (g *Group) Kill(wait time.Duration) (int, error) {
 	}
 }
 
+// sealPids lets nothing in the group fork any more (pids.max 0, where the
+// group has the pids controller): a group being killed has no use for a new
+// process, and a fork bomb forks faster than a listing of its members and
+// their signals, so each pass would miss the children born meanwhile and
+// the kill would take as long as the machine takes to lose the race (a
+// minute and more on two cores). Once sealed, one pass kills every member.
+func (g *Group) sealPids() {
+	var file string
+	switch {
+	case g.ref.Version == 1 && g.ref.Dirs[Pids] != "":
+		file = filepath.Join(g.ref.Dirs[Pids], "pids.max")
+	case g.ref.Version == 2 && g.tree != nil && g.tree.has.files["pids.max"]:
+		file = filepath.Join(g.mainDir(), "pids.max")
+	default:
+		return
+	}
+	if !g.sealed.Load() && writeFile(file, "0") == nil {
+		g.sealed.Store(true)
+	}
+}
+
 func (g *Group) killOnce(live []int) {
 	if g.ref.Version == 2 && exists(filepath.Join(g.mainDir(), "cgroup.kill")) {
 		if writeFile(filepath.Join(g.mainDir(), "cgroup.kill"), "1") == nil {
 			return
 		}
 	}
+	g.sealPids()
 	frozen := g.CanFreeze() && g.setFrozen(true) == nil
 	if pids, err := g.Procs(); err == nil || live == nil {
 		live = pids

@@ -45,7 +45,7 @@ func (g *Group) Recycle() error {
 
 // reusable reports whether the group may be reused (see Recycle).
 func (g *Group) reusable() bool {
-	if g.ref.Version != 1 || g.tree == nil || g.froze.Load() || len(g.ref.Dirs) != len(g.tree.dirs) {
+	if g.ref.Version != 1 || g.tree == nil || g.froze.Load() || g.sealed.Load() || len(g.ref.Dirs) != len(g.tree.dirs) {
 		return false
 	}
 	d := g.mainDir()

@@ -13,6 +13,9 @@
 //     append in flight and never corrupts the store (bbolt writes pages
 //     copy-on-write and switches between two meta pages). bbolt's file
 //     lock makes one writer per store; a second Open fails with ErrLocked.
+//     A file damaged while open makes Append fail with ErrCorrupt (bbolt's
+//     panic recovered), one removed or replaced since Open (its inode no
+//     longer at the path) with ErrGone: the caller opens a new one.
 //   - Fit and Model: a robust fit (Huber, then Tukey bisquare, by
 //     iteratively reweighted least squares) of peak = fixed + perItem·items
 //   - perThread·threads over the successful batches, costs never

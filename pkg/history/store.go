@@ -40,6 +40,11 @@ var ErrBadProfile = errors.New("invalid profile name")
 // a controller that cannot start).
 var ErrCorrupt = errors.New("history store damaged")
 
+// ErrGone is wrapped by the error of Append when the store's file was
+// removed or replaced since Open (another file at its path): what it
+// would write reaches no one; the caller opens a new one.
+var ErrGone = errors.New("history store file removed or replaced")
+
 // recoverCorrupt turns a panic of bbolt into an ErrCorrupt error in *err.
 func recoverCorrupt(path string, err *error) {
 	if r := recover(); r != nil {
@@ -72,6 +77,9 @@ type Options struct {
 type Store struct {
 	db   *bolt.DB
 	opts Options
+	// file is the file opened (its device and inode), to tell when the
+	// path no longer names it.
+	file os.FileInfo
 }
 
 // Open opens (creating when missing, unless ReadOnly) the store at path.
@@ -102,6 +110,9 @@ func Open(path string, opts Options) (_ *Store, err error) {
 		return nil, fmt.Errorf("history store %s: %w", path, err)
 	}
 	s := &Store{db: db, opts: opts}
+	// bbolt holds the file's lock from here: the file at path is the one
+	// it opened.
+	s.file, _ = os.Stat(path)
 	if !opts.ReadOnly {
 		if err := db.Update(func(tx *bolt.Tx) error {
 			_, err := tx.CreateBucketIfNotExists(rootBucket)
@@ -129,7 +140,17 @@ type Entry struct {
 // Append adds records in one transaction, synced before it returns.
 // Each profile keeps its last MaxRecords records; a new profile beyond
 // MaxProfiles evicts the profile whose last record is oldest.
-func (s *Store) Append(entries ...Entry) error {
+//
+// A file damaged while open (bbolt panics on scribbled pages) gives an
+// error wrapping ErrCorrupt; one removed or replaced since Open, an error
+// wrapping ErrGone, nothing written.
+func (s *Store) Append(entries ...Entry) (err error) {
+	defer recoverCorrupt(s.db.Path(), &err)
+	if s.file != nil {
+		if fi, serr := os.Stat(s.db.Path()); serr != nil || !os.SameFile(fi, s.file) {
+			return fmt.Errorf("history store %s: %w", s.db.Path(), ErrGone)
+		}
+	}
 	for _, e := range entries {
 		if e.Profile == "" || len(e.Profile) > MaxProfileLen {
 			return fmt.Errorf("history append %q: %w", e.Profile, ErrBadProfile)

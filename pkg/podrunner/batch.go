@@ -367,7 +367,7 @@ func (b *podBatch) appendLog(ctx context.Context, name string, res runner.Result
 	defer f.Close()
 	s := b.spec
 	fmt.Fprintf(f, "=== batch %d items %d..%d threads %d memory %s attempt %d pod %s/%s at %s ===\n",
-		s.BatchIndex, s.BatchStart, s.BatchStart+int64(len(s.Items))-1, s.Threads, governor.FormatBytes(s.MemoryLimit),
+		s.BatchIndex, s.BatchStart, s.BatchStart+s.BatchSize()-1, s.Threads, governor.FormatBytes(s.MemoryLimit),
 		max(s.Attempt, 1), b.ns, name, b.started.UTC().Format(time.RFC3339))
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

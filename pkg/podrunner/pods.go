@@ -162,8 +162,8 @@ func (p *Pods) Start(ctx context.Context, spec runner.Spec) (runner.Execution, e
 
 // podFor is the Pod of spec's batch, without a name.
 func (p *Pods) podFor(ctx context.Context, spec runner.Spec, ns, name string) (*corev1.Pod, error) {
-	items := strings.Join(spec.Items, "\n")
-	if len(spec.Items) > 0 {
+	items := strings.Join(spec.ItemStrings(), "\n")
+	if spec.BatchSize() > 0 {
 		items += "\n"
 	}
 	if len(items) > MaxItemsBytes {
@@ -267,7 +267,7 @@ func (p *Pods) podFor(ctx context.Context, spec runner.Spec, ns, name string) (*
 			Labels:       map[string]string{ManagedByLabel: ManagedBy, NodeLabel: NodeHash(p.Node)},
 			Annotations: map[string]string{
 				ItemsAnnotation: items,
-				BatchAnnotation: fmt.Sprintf("task %s batch %d items %d..%d attempt %d", name, spec.BatchIndex, spec.BatchStart, spec.BatchStart+int64(len(spec.Items))-1, spec.Attempt),
+				BatchAnnotation: fmt.Sprintf("task %s batch %d items %d..%d attempt %d", name, spec.BatchIndex, spec.BatchStart, spec.BatchStart+spec.BatchSize()-1, spec.Attempt),
 			},
 		},
 		Spec: corev1.PodSpec{

@@ -82,6 +82,8 @@ type batchRunner struct {
 	exec runner.Executor
 	// runDir holds the items files (STATE/run).
 	runDir string
+	// stateDir, when set, is made again (makeStateDir) before each batch.
+	stateDir string
 	// cleanups counts the batches whose end (cgroup removal, journal
 	// line) is not done yet.
 	cleanups sync.WaitGroup
@@ -276,7 +278,7 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		Env:                 ri.env,
 		WorkingDir:          ri.workDir,
 		ContainerWorkingDir: ri.containerWorkDir,
-		Items:               ri.items.Range(qb.Start, end),
+		Items:               batchItems(ri.items, qb.Start, end),
 		BatchIndex:          qb.Index,
 		BatchStart:          qb.Start,
 		ItemsTotal:          qb.Total,
@@ -301,6 +303,9 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 		User:                ri.user,
 		Pod:                 ri.pod,
 	}
+	if spec.Items == nil {
+		spec.ItemCount = end - qb.Start
+	}
 	if b.onProgress != nil {
 		task, gen, index := qb.Task, qb.Generation, qb.Index
 		spec.OnProgress = func(n int64) {
@@ -312,6 +317,11 @@ func (b *batchRunner) Start(ctx context.Context, qb queue.Batch) (queue.RunningB
 	// the same items never run twice at once.
 	if err := b.waitGone(ctx, qb.Task); err != nil {
 		return nil, err
+	}
+	if b.stateDir != "" {
+		if err := makeStateDir(b.stateDir); err != nil {
+			return nil, runner.NewPrepareError(fmt.Errorf("task %q: %w", qb.Task, err))
+		}
 	}
 	input := inputBytes(spec.Items)
 	exec := b.exec
@@ -383,6 +393,16 @@ func (b *batchRunner) waitGone(ctx context.Context, task string) error {
 			return fmt.Errorf("task %q: waiting for a cancelled batch's processes to end: %w", task, context.Cause(ctx))
 		}
 	}
+}
+
+// batchItems are the items [lo, hi) of a batch for its runner.Spec: the
+// paths, or nil for a count's range, which the runner writes as decimals
+// (Spec.ItemCount): no string made per item, a batch may hold millions.
+func batchItems(l v1alpha1.ItemList, lo, hi int64) []string {
+	if l.Paths() == nil {
+		return nil
+	}
+	return l.Range(lo, hi)
 }
 
 // inputBytes is the total size of the items that are regular files.

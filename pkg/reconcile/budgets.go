@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/lardon3d/lardon3d-controller/pkg/governor"
 )
 
@@ -18,11 +20,46 @@ const budgetsFile = "budgets.json"
 type publishedBudgets struct {
 	WrittenAt time.Time            `json:"writtenAt"`
 	Budgets   governor.BudgetsView `json:"budgets"`
+	// ControllerRSS is the controller's own resident memory (bytes) when
+	// it wrote the file: what its bookkeeping costs the machine, in no
+	// budget but shown beside them (0: unknown).
+	ControllerRSS int64 `json:"controllerRSS,omitempty"`
 }
 
 // publishBudgets writes the governor's view into stateDir, atomically.
 func publishBudgets(stateDir string, v governor.BudgetsView, now time.Time) error {
-	return publishJSON(stateDir, budgetsFile, publishedBudgets{WrittenAt: now, Budgets: v})
+	return publishJSON(stateDir, budgetsFile, publishedBudgets{WrittenAt: now, Budgets: v, ControllerRSS: selfRSS()})
+}
+
+// selfRSS is the controller's resident memory in bytes (0: unreadable).
+func selfRSS() int64 {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0
+	}
+	p, err := fs.Self()
+	if err != nil {
+		return 0
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0
+	}
+	return int64(st.ResidentMemory())
+}
+
+// ReadControllerRSS is the controller's own resident memory as it last
+// published it in stateDir (0: unknown).
+func ReadControllerRSS(stateDir string) int64 {
+	data, err := os.ReadFile(filepath.Join(stateDir, budgetsFile))
+	if err != nil {
+		return 0
+	}
+	var pb publishedBudgets
+	if json.Unmarshal(data, &pb) != nil {
+		return 0
+	}
+	return pb.ControllerRSS
 }
 
 // ReadBudgets reads the budgets a controller published in stateDir and when

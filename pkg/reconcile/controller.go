@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/scratch"
 	"github.com/lardon3d/lardon3d-controller/pkg/spool"
-	"github.com/lardon3d/lardon3d-controller/pkg/trust"
 )
 
 // Spool is what the controller needs of the spool directory; *spool.Spool
@@ -175,19 +173,8 @@ func (c *Controller) Run(ctx context.Context) (Outcome, error) {
 // SPOOL/.lardon3d; a root controller's directory for another user's spool
 // has that user's group).
 func (c *Controller) prepare(sweep bool) error {
-	if err := os.MkdirAll(c.cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
-	if err := trust.OwnDir(c.cfg.StateDir, "state directory"); err != nil {
+	if err := makeStateDir(c.cfg.StateDir); err != nil {
 		return err
-	}
-	for _, dir := range []string{filepath.Join(c.cfg.StateDir, logsDirName), filepath.Join(c.cfg.StateDir, "run")} {
-		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("state directory: %w", err)
-		}
-		if err := trust.OwnDir(dir, "state directory"); err != nil {
-			return err
-		}
 	}
 	runAs, err := spoolUser(c.cfg.SpoolDir)
 	if err != nil {

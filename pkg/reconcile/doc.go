@@ -286,7 +286,8 @@
 // Host.mu; Queue.mu → Governor.mu, inbox.mu, scratch.Leases.mu,
 // prober.mu, holdBook.mu (each a leaf; Host.Hold takes the book's and
 // the governor's one at a time, never the queue's); batchRunner.mu → runner's Batch.mu
-// (workMemory); statusWriter.mu (a leaf). Host.spoolsMu guards the list
+// (workMemory); statusWriter.mu (a leaf); Host.historyMu (a leaf but for
+// the book's own lock, held across the store's IO: appendHistory). Host.spoolsMu guards the list
 // of spools and Run's bookkeeping of their loops; the queue's router
 // (route, with Queue.mu held), the prober (workMemory, then
 // batchRunner.mu) and the learner (persist) take it to read; Add and Join

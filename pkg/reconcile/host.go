@@ -52,6 +52,9 @@ type Host struct {
 	holds *holdBook
 	// store persists the book; opened by Run (nil: memory only).
 	store *history.Store
+	// historyMu guards store once Run opened it: appendHistory replaces
+	// a store whose file was damaged or removed.
+	historyMu sync.Mutex
 	// spools are the controllers, in the order added (Add before Run,
 	// Join while it runs), guarded by spoolsMu with the rest of Run's
 	// bookkeeping: the router, the prober and the learner read it.
@@ -212,6 +215,7 @@ func (h *Host) newController(cfg Config, sp Spool) *Controller {
 	c.batches.logMax = max(cfg.LogMaxBytes, 0)
 	c.batches.pidsMax = max(cfg.PidsMax, 0)
 	c.batches.runDir = filepath.Join(cfg.StateDir, "run")
+	c.batches.stateDir = cfg.StateDir
 	c.batches.onProgress = func(n progressNote) { c.inbox.push(n) }
 	c.batches.cgroups = h.cgroups
 	c.batches.exec = h.exec

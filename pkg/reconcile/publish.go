@@ -33,11 +33,7 @@ func (c *Controller) flushHistory() {
 		return
 	}
 	c.estimatesDirty = true
-	if c.host.store != nil {
-		if err := c.host.store.Append(c.pendingHistory...); err != nil {
-			c.log.Warn().Err(err).Int("records", len(c.pendingHistory)).Msg("history not persisted")
-		}
-	}
+	c.host.appendHistory(c.pendingHistory, c.log)
 	clear(c.pendingHistory)
 	c.pendingHistory = c.pendingHistory[:0]
 }

@@ -3,7 +3,9 @@
 // of its own, under the batch's contract.
 //
 // What it owns:
-//   - the items file (LARDON3D_ITEMS_FILE, one item per line) in Spec.RunDir:
+//   - the items file (LARDON3D_ITEMS_FILE, one item per line, written
+//     through a buffer: a count's range, Spec.ItemCount, as its decimals,
+//     no string made per item) in Spec.RunDir:
 //     with Spec.Spares a pool file rewritten in place by the next batch once
 //     this one succeeds (one of at most 64 KiB: a longer list is unlinked),
 //     without TASK.batch-INDEX.items, unlinked once it succeeds; the items
@@ -116,7 +118,12 @@
 //     its memory unreadable) holds the batch to nothing, never to a
 //     guess, and the log says so once per change. An NVIDIA GPUID is the
 //     only device the batch sees (CUDA_VISIBLE_DEVICES in PCI order);
-//   - the timeout (paused time excluded) and Cancel: SIGTERM and SIGCONT to
+//   - the timeout (paused time excluded), timed by the batch
+//     (batchclock.go): a leader found exited when the timeout is handled
+//     ended by itself and its exit decides, unless the kernel's clock
+//     (/proc/PID/sched) dates its exit past the deadline; the end reported
+//     is the leader's exit as the kernel dates it, when the supervisor
+//     noticed it more than a second late (a stopped controller); and Cancel: SIGTERM and SIGCONT to
 //     every process of the cgroup and the group (a frozen cgroup is thawed
 //     first), SIGKILL after KillGrace;
 //   - pause: the cgroup frozen (every member, whatever its session), or,

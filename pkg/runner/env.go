@@ -123,7 +123,7 @@ func buildEnv(base []string, s Spec, itemsFile string) (env []string, argv []str
 	e.set("LARDON3D_TASK", s.Task)
 	e.set("LARDON3D_BATCH_INDEX", strconv.FormatInt(s.BatchIndex, 10))
 	e.set("LARDON3D_BATCH_START", strconv.FormatInt(s.BatchStart, 10))
-	e.set("LARDON3D_BATCH_SIZE", strconv.Itoa(len(s.Items)))
+	e.set("LARDON3D_BATCH_SIZE", strconv.FormatInt(s.BatchSize(), 10))
 	e.set("LARDON3D_ITEMS_TOTAL", strconv.FormatInt(s.ItemsTotal, 10))
 	e.set("LARDON3D_ITEMS_FILE", itemsFile)
 	e.set("LARDON3D_MEMORY_LIMIT", strconv.FormatInt(s.MemoryLimit, 10))

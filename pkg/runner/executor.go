@@ -55,7 +55,7 @@ func (Processes) Start(ctx context.Context, spec Spec) (Execution, error) {
 // expanded against what precedes it, with LARDON3D_ITEMS_FILE itemsFile.
 func ContainerEnv(spec Spec, itemsFile string) (env []EnvVar, argv []string, err error) {
 	list, argv, err := buildEnv(nil, Spec{
-		Task: spec.Task, Env: spec.Env, Command: spec.Command, Items: spec.Items,
+		Task: spec.Task, Env: spec.Env, Command: spec.Command, Items: spec.Items, ItemCount: spec.ItemCount,
 		BatchIndex: spec.BatchIndex, BatchStart: spec.BatchStart, ItemsTotal: spec.ItemsTotal,
 		MemoryLimit: spec.MemoryLimit, ScratchDir: spec.ScratchDir, Threads: spec.Threads,
 	}, itemsFile)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -110,7 +111,7 @@ func Start(ctx context.Context, s Spec) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := newOutputCopier(s.LogPath, s.LogMaxBytes, int64(len(s.Items)))
+	out, err := newOutputCopier(s.LogPath, s.LogMaxBytes, s.BatchSize())
 	if err != nil {
 		s.Spares.put(itemsFile)
 		return nil, NewPrepareError(fmt.Errorf("start batch %d of %s: open log: %w", s.BatchIndex, s.Task, err))
@@ -566,6 +567,12 @@ loop:
 			armTimeout()
 		case <-timeoutC:
 			timeoutC = nil
+			b.mu.Lock()
+			deadline := b.started.Add(s.Timeout + b.mu.pausedTotal)
+			b.mu.Unlock()
+			if !timedOutByItsClock(b.cmd.Process.Pid, deadline, time.Now()) {
+				continue // it ended by itself, in time: leaderExited tells
+			}
 			setReason(ReasonBatchTimeout, fmt.Sprintf("ran longer than the batch timeout %v", s.Timeout))
 			terminate()
 		case <-cancelCh:
@@ -587,6 +594,12 @@ loop:
 	}
 	if timeout != nil {
 		timeout.Stop()
+	}
+	// A supervisor that noticed the exit late (the controller was
+	// stopped) reports the batch's end by the batch's clock.
+	var stall time.Duration
+	if _, ago, known := leaderExitedAgo(b.cmd.Process.Pid); known && ago > stallSlack {
+		stall = ago
 	}
 	// The leader has exited but is not reaped: kill the rest of the batch
 	// (its cgroup, whatever session a process moved to; its process group
@@ -622,7 +635,7 @@ loop:
 	b.pollProgress()
 	waitErr := b.cmd.Wait()
 	leaders.pids.Delete(b.cmd.Process.Pid)
-	ended := time.Now()
+	ended := time.Now().Add(-stall)
 	m.final()
 	if st := b.cmd.ProcessState; m.cpu == 0 && st != nil {
 		m.cpu = st.UserTime() + st.SystemTime()
@@ -1078,13 +1091,8 @@ func (b *Batch) logf(format string, args ...any) {
 // a batch run as another user (runAs, uid 0 aside), the run directory is
 // checked and made traversable (prepareRunDir); the file is runAs's.
 func writeItems(s Spec, runAs *User) (string, error) {
-	var sb strings.Builder
-	for _, it := range s.Items {
-		if strings.ContainsAny(it, "\n\r") {
-			return "", fmt.Errorf("%w: item %q contains a line break", ErrInvalidSpec, it)
-		}
-		sb.WriteString(it)
-		sb.WriteByte('\n')
+	if err := checkItems(s); err != nil {
+		return "", err
 	}
 	if err := os.MkdirAll(s.RunDir, 0o700); err != nil {
 		return "", NewPrepareError(fmt.Errorf("start batch %d of %s: create run directory: %w", s.BatchIndex, s.Task, err))
@@ -1094,7 +1102,7 @@ func writeItems(s Spec, runAs *User) (string, error) {
 			return "", fmt.Errorf("start batch %d of %s: %w", s.BatchIndex, s.Task, err)
 		}
 	}
-	name, err := writeItemsFile(s.Spares, s.RunDir, itemsFileName(s.Task, s.BatchIndex), []byte(sb.String()), runAs)
+	name, err := writeItemsFile(s.Spares, s.RunDir, itemsFileName(s.Task, s.BatchIndex), func(w io.Writer) (int64, error) { return writeItemsTo(w, s) }, runAs)
 	if err != nil {
 		if name != "" {
 			_ = os.Remove(name) // a partial file; never handed on
@@ -1112,10 +1120,10 @@ func itemsFileName(task string, index int64) string {
 
 // itemRange renders the batch's item indices, inclusive: "120..155".
 func itemRange(s Spec) string {
-	if len(s.Items) == 0 {
+	if s.BatchSize() == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d..%d", s.BatchStart, s.BatchStart+int64(len(s.Items))-1)
+	return fmt.Sprintf("%d..%d", s.BatchStart, s.BatchStart+s.BatchSize()-1)
 }
 
 // userName renders u's name for the log: " (name)", or "" when unknown.

@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -146,7 +148,7 @@ func adoptSpares(dir string) []string {
 // (nil: the controller's user's), claimed on its open descriptor before
 // anything is written (claimItemsFile); a pool file that belongs to another
 // user is unlinked and replaced by a new file, never handed on.
-func writeItemsFile(p *Spares, dir, fallback string, data []byte, u *User) (string, error) {
+func writeItemsFile(p *Spares, dir, fallback string, data itemsContent, u *User) (string, error) {
 	name, reused := p.take(dir, fallback)
 	path := filepath.Join(dir, name)
 	if reused {
@@ -168,7 +170,10 @@ func writeItemsFile(p *Spares, dir, fallback string, data []byte, u *User) (stri
 // it to its length (within the first block nothing is freed or allocated),
 // creating the file when create is set. The file is claimed for u first;
 // with create, one found someone else's is unlinked and made anew.
-func fillItemsFile(path string, data []byte, u *User, create bool) error {
+// itemsContent writes an items file's content to w and returns its size.
+type itemsContent func(w io.Writer) (int64, error)
+
+func fillItemsFile(path string, data itemsContent, u *User, create bool) error {
 	flags := os.O_WRONLY | unix.O_NOFOLLOW
 	if create {
 		flags |= os.O_CREATE
@@ -192,7 +197,13 @@ func fillItemsFile(path string, data []byte, u *User, create bool) error {
 		_ = f.Close()
 		return err
 	}
-	_, werr := f.WriteAt(data, 0)
-	terr := f.Truncate(int64(len(data)))
+	// Written through a buffer from offset 0 (the file is open without
+	// O_APPEND): a list of millions is never held whole in memory.
+	bw := bufio.NewWriterSize(f, 64<<10)
+	n, werr := data(bw)
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	terr := f.Truncate(n)
 	return errors.Join(werr, terr, f.Close())
 }

@@ -118,6 +118,10 @@ type Spec struct {
 	User *User
 	// Items are this batch's items, written one per line to the items file.
 	Items []string
+	// ItemCount, with Items nil, makes the batch's items the decimals
+	// BatchStart … BatchStart+ItemCount-1 (a count's range: no string is
+	// made per item; BatchSize, ItemStrings).
+	ItemCount int64
 	// BatchIndex is the batch's number within the task, from 0.
 	BatchIndex int64
 	// BatchStart is the index of the batch's first item within the task.
