@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // maxDepth bounds the pointers followed, for recursive types.
@@ -31,6 +32,11 @@ func fill(v reflect.Value, depth int) {
 		return
 	case metav1.Time:
 		v.Set(reflect.ValueOf(metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))))
+		return
+	case intstr.IntOrString:
+		// Its Type says which field holds the value: filled field by
+		// field, it would name neither.
+		v.Set(reflect.ValueOf(intstr.FromInt32(3)))
 		return
 	}
 	switch v.Kind() {
