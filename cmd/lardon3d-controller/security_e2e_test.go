@@ -249,7 +249,14 @@ spec:
 		t.Helper()
 		var a webview.TaskAnswer
 		eventually(t, 30*time.Second, "lf's page", func() bool {
-			resp, err := http.Get(base + "/api/tasks/lf")
+			// As the spool's owner would ask (the view answers no one it
+			// cannot name): with the controller's token.
+			req, err := http.NewRequest(http.MethodGet, base+"/api/tasks/lf", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+viewToken(t, spool))
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return false
 			}
