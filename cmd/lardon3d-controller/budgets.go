@@ -32,15 +32,21 @@ func newBudgetsCommand(g *globals) *cobra.Command {
 		stateDir := g.stateDir()
 		w := cmd.OutOrStdout()
 		// The running controller's governor itself, with its holds.
+		// ownMemory is what the running controller published of its own
+		// resident memory, for the header ("" before it did).
+		ownMemory := func() string {
+			if rss := reconcile.ReadControllerRSS(stateDir); rss > 0 {
+				return "; the controller's own memory: RSS " + humanBytes(rss)
+			}
+			return ""
+		}
 		if r, pid, ok := controlBudgets(g.spool, g.stateDirFlag); ok {
-			return printBudgets(w, *r.Budgets, output, fmt.Sprintf("live, from the controller running on %s (PID %d, its control socket)", g.spool, pid), nil, r.Holds...)
+			source := fmt.Sprintf("live, from the controller running on %s (PID %d, its control socket)", g.spool, pid) + ownMemory()
+			return printBudgets(w, *r.Budgets, output, source, nil, r.Holds...)
 		}
 		// A running controller publishes its live view; use it when fresh.
 		if view, at, err := reconcile.ReadBudgets(stateDir); err == nil && time.Since(at) < 10*time.Second {
-			source := fmt.Sprintf("live, from the controller running on %s (%s ago)", g.spool, time.Since(at).Round(time.Second))
-			if rss := reconcile.ReadControllerRSS(stateDir); rss > 0 {
-				source += "; the controller's own memory: RSS " + humanBytes(rss)
-			}
+			source := fmt.Sprintf("live, from the controller running on %s (%s ago)", g.spool, time.Since(at).Round(time.Second)) + ownMemory()
 			return printBudgets(w, view, output, source, nil)
 		}
 		bc, err := loadBudgets()
