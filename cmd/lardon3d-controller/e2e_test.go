@@ -109,22 +109,39 @@ func startControllerUnder(t testing.TB, wrapper []string, spool string, args ...
 	argv := append(append(append([]string{}, wrapper...), filepath.Join(bin, "lardon3d-controller")), full...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = isolated(append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")), spool)
+	return launch(t, cmd, afterController(t, spool, full))
+}
+
+// launch starts cmd as one of the test's controllers: its output kept, its
+// exit code recorded; when the test ends it is killed and waited for, then
+// after runs (nil: nothing).
+func launch(t testing.TB, cmd *exec.Cmd, after func(*controller)) *controller {
+	t.Helper()
 	c := &controller{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = c.stderr
-	cmd.Stdout = c.stderr
+	cmd.Stderr, cmd.Stdout = c.stderr, c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		err := cmd.Wait()
+		_ = cmd.Wait()
 		c.code = cmd.ProcessState.ExitCode()
-		_ = err
 		close(c.done)
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-c.done
-		// What the killed controller's batches left, as a restart would.
+		if after != nil {
+			after(c)
+		}
+	})
+	return c
+}
+
+// afterController is launch's after for a controller on spool started
+// with the arguments full: what its batches left is removed, as a restart
+// would, and its output logged when the test failed.
+func afterController(t testing.TB, spool string, full []string) func(*controller) {
+	return func(c *controller) {
 		if tree, err := openCgroups("auto", "", stateDirOf(spool, full), zerolog.Nop()); err == nil && tree != nil {
 			_, _ = runner.KillLeftoverCgroups(tree)
 			_ = tree.Remove()
@@ -132,8 +149,7 @@ func startControllerUnder(t testing.TB, wrapper []string, spool string, args ...
 		if t.Failed() {
 			t.Logf("controller output:\n%s", tail(c.stderr.String(), 6000))
 		}
-	})
-	return c
+	}
 }
 
 // stateDirOf returns the state directory a controller started with args

@@ -168,24 +168,11 @@ func (m *machineNS) startIn(t *testing.T, uid int, env []string, spool string, a
 	full := append([]string{filepath.Join(binaries(t), "lardon3d-controller"), "run", "--spool", spool, "--log-format", "json",
 		"--kill-grace", "2s", "--load-threshold", "-1", "--cgroups", "off"}, args...)
 	cmd := m.command(uid, env, full...)
-	c := &controller{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = c.stderr, c.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = cmd.Wait()
-		c.code = cmd.ProcessState.ExitCode()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
+	return launch(t, cmd, func(c *controller) {
 		if t.Failed() {
 			t.Logf("controller (uid %d) on %s:\n%s", uid, spool, tail(c.stderr.String(), 4000))
 		}
 	})
-	return c
 }
 
 // rootSpool is a spool of root's with one quick task, and root's state

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/lardon3d/lardon3d-controller/pkg/apis/v1alpha1"
 	"github.com/lardon3d/lardon3d-controller/pkg/runner"
 	"github.com/lardon3d/lardon3d-controller/pkg/webview"
@@ -32,28 +30,7 @@ func startControllerHolding(t *testing.T, spool string, files []*os.File, env []
 	cmd := exec.Command(filepath.Join(bin, "lardon3d-controller"), full...)
 	cmd.Env = append(isolated(append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")), spool), env...)
 	cmd.ExtraFiles = files
-	c := &controller{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr, cmd.Stdout = c.stderr, c.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = cmd.Wait()
-		c.code = cmd.ProcessState.ExitCode()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
-		if tree, err := openCgroups("auto", "", stateDirOf(spool, full), zerolog.Nop()); err == nil && tree != nil {
-			_, _ = runner.KillLeftoverCgroups(tree)
-			_ = tree.Remove()
-		}
-		if t.Failed() {
-			t.Logf("controller output:\n%s", tail(c.stderr.String(), 6000))
-		}
-	})
-	return c
+	return launch(t, cmd, afterController(t, spool, full))
 }
 
 // userSpool makes a spool of its own machine owned by uid, that uid can
